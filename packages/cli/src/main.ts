@@ -1,0 +1,160 @@
+/** The `warren` command line. */
+import { Command, Option } from 'commander';
+import { Sandbox, WarrenError } from '@warren/sdk';
+import { copy } from './cp.js';
+import { doctor } from './doctor.js';
+import { collect, keyValues, printJson, sandboxRows } from './output.js';
+
+const program = new Command();
+program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
+
+function positiveInt(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got '${v}'`);
+    return n;
+  };
+}
+
+program
+  .command('daemon')
+  .description('run the warren daemon in the foreground')
+  .addOption(new Option('--port <port>', 'TCP port on 127.0.0.1').argParser(positiveInt('--port')))
+  .option('--home <dir>', 'state directory (default $WARREN_HOME or /var/lib/warren)')
+  .action(async (opts: { port?: number; home?: string }) => {
+    const { startDaemon } = await import('@warren/daemon');
+    const d = await startDaemon({ port: opts.port, home: opts.home });
+    process.stderr.write(`warren daemon listening on ${d.url}; admin API key in ${d.adminKeyFile}\n`);
+    const stop = async () => {
+      await d.close();
+      process.exit(0);
+    };
+    process.on('SIGTERM', stop);
+    process.on('SIGINT', stop);
+  });
+
+program
+  .command('create')
+  .description('create a sandbox and print its id')
+  .option('--template <name>', 'template to start from', 'base')
+  .addOption(new Option('--ttl <seconds>', 'expire after this many seconds (default 3600)').argParser(positiveInt('--ttl')))
+  .option('--metadata <k=v>', 'metadata, repeatable', collect, [])
+  .option('--env <k=v>', 'environment for every command, repeatable', collect, [])
+  .addOption(new Option('--cpus <n>', 'CPU limit').argParser(Number))
+  .addOption(new Option('--memory <MB>', 'memory limit in MB').argParser(positiveInt('--memory')))
+  .option('--json', 'print the sandbox as JSON')
+  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; json?: boolean }) => {
+    const resources = { ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.memory ? { memoryMB: opts.memory } : {}) };
+    const sbx = await Sandbox.create({
+      template: opts.template,
+      ttlSeconds: opts.ttl,
+      metadata: keyValues(opts.metadata, '--metadata'),
+      env: keyValues(opts.env, '--env'),
+      ...(Object.keys(resources).length ? { resources } : {}),
+    });
+    if (opts.json) printJson(sbx.info);
+    else process.stdout.write(sbx.id + '\n');
+  });
+
+program
+  .command('ls')
+  .description('list sandboxes')
+  .option('--metadata <k=v>', 'only sandboxes with this metadata, repeatable', collect, [])
+  .option('--state <state>', 'only sandboxes in this state (creating, running, dead)')
+  .option('--json', 'print JSON')
+  .action(async (opts: { metadata: string[]; state?: 'running'; json?: boolean }) => {
+    const list = await Sandbox.list({ metadata: keyValues(opts.metadata, '--metadata'), state: opts.state });
+    if (opts.json) printJson(list);
+    else process.stdout.write(sandboxRows(list));
+  });
+
+program
+  .command('info')
+  .description('show one sandbox')
+  .argument('<id>')
+  .option('--json', 'print JSON')
+  .action(async (id: string, opts: { json?: boolean }) => {
+    const sbx = await Sandbox.connect(id);
+    if (opts.json) printJson(sbx.info);
+    else {
+      const i = sbx.info;
+      const lines = [
+        ['id', i.id],
+        ['state', i.state + (i.error ? ` (${i.error})` : '')],
+        ['template', i.template],
+        ['created', i.createdAt],
+        ['expires', i.expiresAt],
+        ['resources', `${i.resources.cpus} cpus, ${i.resources.memoryMB} MB memory, ${i.resources.pids} pids, ${i.resources.diskMB} MB disk`],
+        ['metadata', Object.entries(i.metadata).map(([k, v]) => `${k}=${v}`).join(', ') || '-'],
+      ];
+      for (const [k, v] of lines) process.stdout.write(`${k.padEnd(10)} ${v}\n`);
+    }
+  });
+
+program
+  .command('exec')
+  .description('run a command in a sandbox, streaming its output; exits with its exit code')
+  .argument('<id>')
+  .argument('<command...>', 'command and arguments (put them after --)')
+  .addOption(new Option('--timeout <seconds>', 'kill the command after this long').argParser(Number))
+  .option('--user <user>', 'run as this user (default user; root is allowed)')
+  .option('--cwd <dir>', 'working directory (default the user\'s home)')
+  .option('--env <k=v>', 'environment variable, repeatable', collect, [])
+  .action(async (id: string, command: string[], opts: { timeout?: number; user?: string; cwd?: string; env: string[] }) => {
+    const sbx = await Sandbox.connect(id);
+    const r = await sbx.exec(command, {
+      timeoutSeconds: opts.timeout,
+      user: opts.user,
+      cwd: opts.cwd,
+      env: keyValues(opts.env, '--env'),
+      onStdout: (d) => process.stdout.write(d),
+      onStderr: (d) => process.stderr.write(d),
+    });
+    if (r.timedOut) process.stderr.write(`warren: command timed out after ${opts.timeout}s\n`);
+    process.exitCode = r.timedOut ? 124 : (r.exitCode ?? 1);
+  });
+
+program
+  .command('cp')
+  .description('copy a file between the host and a sandbox (ID:/path on one side; - as host destination is stdout)')
+  .argument('<src>')
+  .argument('<dst>')
+  .option('--user <user>', 'act as this user inside the sandbox')
+  .action(async (src: string, dst: string, opts: { user?: string }) => {
+    const bytes = await copy(src, dst, opts.user);
+    if (dst !== '-') process.stderr.write(`copied ${bytes} bytes\n`);
+  });
+
+program
+  .command('rm')
+  .description('kill and remove sandboxes')
+  .argument('<ids...>')
+  .action(async (ids: string[]) => {
+    for (const id of ids) {
+      await (await Sandbox.connect(id)).kill();
+      process.stdout.write(`${id}\n`);
+    }
+  });
+
+program
+  .command('ttl')
+  .description('extend a sandbox\'s time to live, counted from now')
+  .argument('<id>')
+  .argument('<seconds>', 'new time to live', positiveInt('seconds'))
+  .action(async (id: string, seconds: number) => {
+    const info = await (await Sandbox.connect(id)).setTtl(seconds);
+    process.stdout.write(`${id} expires at ${info.expiresAt}\n`);
+  });
+
+program
+  .command('doctor')
+  .description('check runsc, kernel features, storage, keys and the daemon; say how to fix what is missing')
+  .action(async () => {
+    process.exitCode = (await doctor()) ? 0 : 1;
+  });
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  const message = err instanceof WarrenError ? `${err.message}` : (err as Error).message;
+  process.stderr.write(`warren: ${message}\n`);
+  process.exit(err instanceof WarrenError && err.code === 'not_found' ? 2 : 1);
+});

@@ -1,0 +1,52 @@
+/** The HTTP API: auth, body limits, error mapping and the route modules, mounted under /v1. */
+import { Hono } from 'hono';
+import { bodyLimit } from 'hono/body-limit';
+import type { Logger } from 'pino';
+import { WarrenError, type HealthInfo } from '@warren/protocol';
+import type { Registry } from '../core/registry.js';
+import type { SandboxService } from '../core/sandboxes.js';
+import type { ExecService } from '../core/exec.js';
+import type { FileService } from '../core/files.js';
+import type { TemplateCatalog } from '../templates/catalog.js';
+import { requireApiKey, type AuthVars } from './auth.js';
+import { errorResponse } from './errors.js';
+import { sandboxRoutes } from './routes/sandboxes.js';
+import { execRoutes } from './routes/exec.js';
+import { fileRoutes } from './routes/files.js';
+
+export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
+
+export interface ApiDeps {
+  registry: Registry;
+  sandboxes: SandboxService;
+  exec: ExecService;
+  files: FileService;
+  templates: TemplateCatalog;
+  log: Logger;
+  version: string;
+}
+
+export function buildApp(deps: ApiDeps): Hono<AuthVars> {
+  const app = new Hono<AuthVars>();
+  app.onError((err, c) => errorResponse(c, err, deps.log));
+  app.notFound((c) => errorResponse(c, new WarrenError('not_found', `no route for ${c.req.method} ${c.req.path}`), deps.log));
+
+  app.use('/v1/*', requireApiKey(deps.registry));
+  // File uploads stream and are limited by the sandbox's disk size instead.
+  app.use('/v1/*', async (c, next) => {
+    if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
+    return bodyLimit({
+      maxSize: MAX_JSON_BODY_BYTES,
+      onError: () => {
+        throw new WarrenError('too_large', `request body exceeds ${MAX_JSON_BODY_BYTES} bytes`);
+      },
+    })(c, next);
+  });
+
+  app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive() } satisfies HealthInfo));
+  app.get('/v1/templates', (c) => c.json({ templates: deps.templates.list().map(({ name, version, builtAt }) => ({ name, version, builtAt })) }));
+  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes));
+  app.route('/v1/sandboxes', execRoutes(deps.exec));
+  app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
+  return app;
+}

@@ -1,0 +1,38 @@
+/**
+ * API keys. The daemon creates an admin key on first start and writes it to a root-only
+ * file; the registry stores only its hash. Requests carry it as `Authorization: Bearer KEY`.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import type { MiddlewareHandler } from 'hono';
+import { WarrenError } from '@warren/protocol';
+import type { Registry } from '../core/registry.js';
+import { sha256 } from '../core/ids.js';
+
+export type AuthVars = { Variables: { apiKeyId: string } };
+
+/** Returns the admin key, creating and storing it on first start. */
+export function ensureAdminKey(registry: Registry, keyFile: string): { key: string; created: boolean } {
+  if (existsSync(keyFile)) {
+    const key = readFileSync(keyFile, 'utf8').trim();
+    registry.addApiKey('admin', sha256(key), 'admin');
+    return { key, created: false };
+  }
+  const key = `wk_${randomBytes(24).toString('base64url')}`;
+  writeFileSync(keyFile, key + '\n', { mode: 0o600 });
+  registry.addApiKey('admin', sha256(key), 'admin');
+  return { key, created: true };
+}
+
+export function requireApiKey(registry: Registry): MiddlewareHandler<AuthVars> {
+  return async (c, next) => {
+    const header = c.req.header('authorization') ?? '';
+    const key = header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : (c.req.header('x-api-key') ?? '');
+    if (!key) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
+    // Looked up by hash: the key itself is never stored or compared byte by byte.
+    const found = registry.apiKeyByHash(sha256(key));
+    if (!found) throw new WarrenError('unauthenticated', 'invalid API key');
+    c.set('apiKeyId', found.id);
+    await next();
+  };
+}

@@ -1,0 +1,91 @@
+/** /v1/sandboxes/:id/files: streamed read and write, plus list/stat/exists/mkdir/move/remove. */
+import { Readable } from 'node:stream';
+import { Hono, type Context } from 'hono';
+import { MkdirRequest, MoveRequest, WarrenError } from '@warren/protocol';
+import type { FileService } from '../../core/files.js';
+import type { SandboxService } from '../../core/sandboxes.js';
+import type { AuthVars } from '../auth.js';
+import { jsonBody, parse } from '../errors.js';
+
+function pathQuery(c: Context): string {
+  const p = c.req.query('path');
+  if (!p) throw new WarrenError('invalid_argument', 'query parameter "path" is required');
+  return p;
+}
+
+function userQuery(c: Context): string | undefined {
+  return c.req.query('user') || undefined;
+}
+
+/** Counts bytes as they pass and fails the upload once it exceeds the sandbox's disk size. */
+async function* limited(body: ReadableStream<Uint8Array>, maxBytes: number): AsyncIterable<Uint8Array> {
+  let total = 0;
+  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+    total += chunk.byteLength;
+    if (total > maxBytes) throw new WarrenError('too_large', `upload exceeds the sandbox's disk size (${maxBytes} bytes)`);
+    yield chunk;
+  }
+}
+
+export function fileRoutes(files: FileService, sandboxes: SandboxService): Hono<AuthVars> {
+  const app = new Hono<AuthVars>();
+
+  app.get('/:id/files', async (c) => {
+    const { size, body } = await files.read(c.req.param('id'), pathQuery(c), userQuery(c));
+    return new Response(Readable.toWeb(body) as ReadableStream, {
+      headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
+    });
+  });
+
+  app.put('/:id/files', async (c) => {
+    const id = c.req.param('id');
+    const record = sandboxes.record(id, 'files');
+    const maxBytes = record.resources.diskMB * 1024 * 1024;
+    const declared = Number(c.req.header('content-length') ?? NaN);
+    if (Number.isFinite(declared) && declared > maxBytes) {
+      throw new WarrenError('too_large', `upload of ${declared} bytes exceeds the sandbox's disk size (${maxBytes} bytes)`);
+    }
+    const modeText = c.req.query('mode');
+    const mode = modeText === undefined ? undefined : parseInt(modeText, 8);
+    if (mode !== undefined && (!Number.isInteger(mode) || mode < 0 || mode > 0o7777)) {
+      throw new WarrenError('invalid_argument', 'mode must be octal, for example 644 or 0755');
+    }
+    const body = c.req.raw.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
+    return c.json(await files.write(id, pathQuery(c), limited(body, maxBytes), userQuery(c), mode));
+  });
+
+  app.delete('/:id/files', async (c) => c.json({ removed: await files.remove(c.req.param('id'), pathQuery(c), userQuery(c)) }));
+
+  app.get('/:id/files/stat', async (c) => c.json(await files.stat(c.req.param('id'), pathQuery(c), userQuery(c))));
+
+  app.get('/:id/files/exists', async (c) => {
+    const id = c.req.param('id');
+    sandboxes.record(id, 'files'); // a missing sandbox is a 404, not "file does not exist"
+    try {
+      await files.stat(id, pathQuery(c), userQuery(c));
+      return c.json({ exists: true });
+    } catch (err) {
+      if (err instanceof WarrenError && err.code === 'not_found') return c.json({ exists: false });
+      throw err;
+    }
+  });
+
+  app.get('/:id/files/list', async (c) => {
+    const depthText = c.req.query('depth');
+    const depth = depthText === undefined ? 1 : Number(depthText);
+    if (!Number.isInteger(depth) || depth < 1 || depth > 32) throw new WarrenError('invalid_argument', 'depth must be an integer from 1 to 32');
+    return c.json({ entries: await files.list(c.req.param('id'), pathQuery(c), depth, userQuery(c)) });
+  });
+
+  app.post('/:id/files/mkdir', async (c) => {
+    const { path } = parse(MkdirRequest, await jsonBody(c));
+    return c.json(await files.mkdir(c.req.param('id'), path, userQuery(c)), 201);
+  });
+
+  app.post('/:id/files/move', async (c) => {
+    const { from, to } = parse(MoveRequest, await jsonBody(c));
+    return c.json(await files.move(c.req.param('id'), from, to, userQuery(c)));
+  });
+
+  return app;
+}

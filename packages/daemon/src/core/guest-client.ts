@@ -1,0 +1,222 @@
+/**
+ * Daemon side of the guest channel. Calls are multiplexed by id; an id doubles as the stream
+ * id for the Data frames that belong to the call (exec output, file bytes).
+ */
+import { Readable, type Writable } from 'node:stream';
+import {
+  FrameDecoder,
+  FrameKind,
+  encodeFrame,
+  MAX_FRAME_PAYLOAD,
+  OutputStream,
+  STREAM_WINDOW_BYTES,
+  WarrenError,
+  type GuestEvent,
+  type GuestOp,
+  type GuestOps,
+  type GuestResponse,
+} from '@warren/protocol';
+
+export interface StreamHandlers {
+  onData?(chunk: Buffer): void;
+  onEnd?(): void;
+  onEvent?(event: GuestEvent): void;
+}
+
+export type ExitEvent = Extract<GuestEvent, { event: 'exit' }>;
+
+interface Pending {
+  resolve(v: unknown): void;
+  reject(e: Error): void;
+}
+
+export class GuestClient {
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private streams = new Map<number, StreamHandlers>();
+  private creditWaiters = new Map<number, { inflight: number; wake?: () => void }>();
+  private decoder = new FrameDecoder();
+  private closeHandlers: Array<(reason: string) => void> = [];
+  closed = false;
+  closeReason = '';
+
+  constructor(
+    input: Readable,
+    private output: Writable,
+  ) {
+    input.on('data', (chunk: Buffer) => this.onBytes(chunk));
+    input.on('end', () => this.close('guest channel closed'));
+    input.on('error', (err) => this.close(`guest channel failed: ${err.message}`));
+    output.on('error', (err) => this.close(`guest channel failed: ${err.message}`));
+  }
+
+  onClose(fn: (reason: string) => void): void {
+    if (this.closed) fn(this.closeReason);
+    else this.closeHandlers.push(fn);
+  }
+
+  close(reason: string): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.closeReason = reason;
+    const err = new WarrenError('unavailable', `sandbox agent unreachable: ${reason}`);
+    for (const p of this.pending.values()) p.reject(err);
+    this.pending.clear();
+    for (const [id, s] of this.streams) s.onEvent?.({ event: 'stream-error', stream: id, code: 'unavailable', message: err.message });
+    this.streams.clear();
+    for (const w of this.creditWaiters.values()) w.wake?.();
+    for (const fn of this.closeHandlers) fn(reason);
+    this.closeHandlers = [];
+    this.output.end();
+  }
+
+  /** Sends a call; `streams` receives Data frames and events tagged with the call's id. */
+  call<K extends GuestOp>(op: K, params: GuestOps[K]['params'], streams?: StreamHandlers): { id: number; result: Promise<GuestOps[K]['result']> } {
+    const id = this.nextId++;
+    if (this.closed) return { id, result: Promise.reject(new WarrenError('unavailable', `sandbox agent unreachable: ${this.closeReason}`)) };
+    if (streams) this.streams.set(id, streams);
+    const result = new Promise<GuestOps[K]['result']>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+    });
+    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify({ id, op, params })));
+    return { id, result };
+  }
+
+  async request<K extends GuestOp>(op: K, params: GuestOps[K]['params'], timeoutMs = 0): Promise<GuestOps[K]['result']> {
+    const { result } = this.call(op, params);
+    if (!timeoutMs) return result;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new WarrenError('deadline_exceeded', `sandbox agent did not answer '${op}' within ${timeoutMs} ms`)), timeoutMs);
+    });
+    try {
+      return await Promise.race([result, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  endStream(id: number): void {
+    this.streams.delete(id);
+  }
+
+  /** Fire-and-forget control message (credit, cancel). */
+  notify(op: 'credit' | 'cancel', params: GuestOps['credit' | 'cancel']['params']): void {
+    if (this.closed) return;
+    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify({ id: 0, op, params })));
+  }
+
+  /** Sends bytes on a stream, waiting for the agent's credit so memory stays bounded. */
+  async sendData(stream: number, chunk: Buffer): Promise<void> {
+    let state = this.creditWaiters.get(stream);
+    if (!state) {
+      state = { inflight: 0 };
+      this.creditWaiters.set(stream, state);
+    }
+    for (let at = 0; at < chunk.length; at += MAX_FRAME_PAYLOAD) {
+      const part = chunk.subarray(at, at + MAX_FRAME_PAYLOAD);
+      while (!this.closed && state.inflight > 0 && state.inflight + part.length > STREAM_WINDOW_BYTES) {
+        await new Promise<void>((resolve) => (state!.wake = resolve));
+      }
+      if (this.closed) throw new WarrenError('unavailable', `sandbox agent unreachable: ${this.closeReason}`);
+      state.inflight += part.length;
+      this.output.write(encodeFrame(FrameKind.Data, stream, part));
+    }
+  }
+
+  sendEnd(stream: number): void {
+    this.creditWaiters.delete(stream);
+    if (!this.closed) this.output.write(encodeFrame(FrameKind.End, stream));
+  }
+
+  /**
+   * Turns a stream of Data frames into a Readable that grants credit only as its consumer
+   * reads, so a slow HTTP client slows the agent instead of filling daemon memory.
+   */
+  readableFor(id: number): Readable {
+    let owed = 0;
+    const readable = new Readable({
+      highWaterMark: 1024 * 1024,
+      read: () => {
+        if (owed > 0) {
+          this.notify('credit', { stream: id, bytes: owed });
+          owed = 0;
+        }
+      },
+      destroy: (err, cb) => {
+        if (this.streams.has(id)) {
+          this.notify('cancel', { stream: id });
+          this.streams.delete(id);
+        }
+        cb(err);
+      },
+    });
+    this.streams.set(id, {
+      onData: (chunk) => {
+        owed += chunk.length;
+        if (readable.push(chunk)) {
+          this.notify('credit', { stream: id, bytes: owed });
+          owed = 0;
+        }
+      },
+      onEnd: () => {
+        this.streams.delete(id);
+        readable.push(null);
+      },
+      onEvent: (ev) => {
+        if (ev.event === 'stream-error') {
+          this.streams.delete(id);
+          readable.destroy(new WarrenError(ev.code, ev.message));
+        }
+      },
+    });
+    return readable;
+  }
+
+  private onBytes(chunk: Buffer): void {
+    let frames;
+    try {
+      frames = this.decoder.push(chunk);
+    } catch (err) {
+      this.close((err as Error).message);
+      return;
+    }
+    for (const frame of frames) {
+      if (frame.kind === FrameKind.Message) this.onMessage(frame.payload);
+      else if (frame.kind === FrameKind.Data) this.streams.get(frame.stream)?.onData?.(Buffer.from(frame.payload));
+      else if (frame.kind === FrameKind.End) this.streams.get(frame.stream)?.onEnd?.();
+    }
+  }
+
+  private onMessage(payload: Buffer): void {
+    const msg = JSON.parse(payload.toString('utf8')) as GuestResponse | GuestEvent;
+    if ('event' in msg) {
+      if (msg.event === 'credit') {
+        const state = this.creditWaiters.get(msg.stream);
+        if (state) {
+          state.inflight = Math.max(0, state.inflight - msg.bytes);
+          const wake = state.wake;
+          state.wake = undefined;
+          wake?.();
+        }
+        return;
+      }
+      this.streams.get(msg.stream)?.onEvent?.(msg);
+      return;
+    }
+    const p = this.pending.get(msg.id);
+    if (!p) return;
+    this.pending.delete(msg.id);
+    if (msg.ok) p.resolve(msg.result);
+    else {
+      this.streams.delete(msg.id);
+      this.creditWaiters.delete(msg.id);
+      p.reject(new WarrenError(msg.error.code, msg.error.message));
+    }
+  }
+}
+
+/** Splits an output Data frame into its stream name and bytes. */
+export function splitOutput(chunk: Buffer): { stream: 'stdout' | 'stderr'; data: Buffer } {
+  return { stream: chunk[0] === OutputStream.stderr ? 'stderr' : 'stdout', data: chunk.subarray(1) };
+}

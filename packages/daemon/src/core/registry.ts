@@ -1,0 +1,182 @@
+/**
+ * Durable sandbox and API-key records (SQLite). The registry is the daemon's memory across
+ * restarts: on start it is reconciled against what the driver reports (core/recovery.ts).
+ */
+import Database from 'better-sqlite3';
+import type { Metadata, ResolvedResources, SandboxState } from '@warren/protocol';
+
+export interface SandboxRecord {
+  id: string;
+  template: string;
+  state: SandboxState;
+  createdAt: number;
+  expiresAt: number;
+  metadata: Metadata;
+  env: Record<string, string>;
+  resources: ResolvedResources;
+  rootfs: string;
+  error?: string;
+  apiKeyId: string;
+}
+
+interface Row {
+  id: string;
+  template: string;
+  state: SandboxState;
+  created_at: number;
+  expires_at: number;
+  metadata: string;
+  env: string;
+  resources: string;
+  rootfs: string;
+  error: string | null;
+  api_key_id: string;
+}
+
+export interface ListQuery {
+  state?: SandboxState;
+  metadata?: Record<string, string>;
+  limit: number;
+  /** Opaque: the id of the last item of the previous page. */
+  after?: string;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS sandboxes (
+  id TEXT PRIMARY KEY,
+  template TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  metadata TEXT NOT NULL,
+  env TEXT NOT NULL,
+  resources TEXT NOT NULL,
+  rootfs TEXT NOT NULL,
+  error TEXT,
+  api_key_id TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);
+CREATE TABLE IF NOT EXISTS api_keys (
+  id TEXT PRIMARY KEY,
+  hash TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+`;
+
+export class Registry {
+  private db: Database.Database;
+
+  constructor(file: string) {
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.exec(SCHEMA);
+  }
+
+  close(): void {
+    this.db.close();
+  }
+
+  insert(r: SandboxRecord): void {
+    this.db
+      .prepare(
+        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id)
+         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id)`,
+      )
+      .run(toRow(r));
+  }
+
+  get(id: string): SandboxRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM sandboxes WHERE id = ?').get(id) as Row | undefined;
+    return row && fromRow(row);
+  }
+
+  setState(id: string, state: SandboxState, error?: string): void {
+    this.db.prepare('UPDATE sandboxes SET state = ?, error = ? WHERE id = ?').run(state, error ?? null, id);
+  }
+
+  setExpiry(id: string, expiresAt: number): void {
+    this.db.prepare('UPDATE sandboxes SET expires_at = ? WHERE id = ?').run(expiresAt, id);
+  }
+
+  delete(id: string): void {
+    this.db.prepare('DELETE FROM sandboxes WHERE id = ?').run(id);
+  }
+
+  list(q: ListQuery): SandboxRecord[] {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (q.state) {
+      where.push('state = ?');
+      args.push(q.state);
+    }
+    for (const [k, v] of Object.entries(q.metadata ?? {})) {
+      where.push('json_extract(metadata, ?) = ?');
+      args.push(`$."${k.replace(/"/g, '""')}"`, v);
+    }
+    if (q.after) {
+      where.push('id > ?');
+      args.push(q.after);
+    }
+    const sql = `SELECT * FROM sandboxes ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY id LIMIT ?`;
+    return (this.db.prepare(sql).all(...args, q.limit) as Row[]).map(fromRow);
+  }
+
+  inStates(states: SandboxState[]): SandboxRecord[] {
+    const rows = this.db.prepare(`SELECT * FROM sandboxes WHERE state IN (${states.map(() => '?').join(',')})`).all(...states) as Row[];
+    return rows.map(fromRow);
+  }
+
+  expired(now: number): SandboxRecord[] {
+    return (this.db.prepare("SELECT * FROM sandboxes WHERE state != 'dead' AND expires_at <= ?").all(now) as Row[]).map(fromRow);
+  }
+
+  countLive(): number {
+    return (this.db.prepare("SELECT count(*) AS n FROM sandboxes WHERE state != 'dead'").get() as { n: number }).n;
+  }
+
+  addApiKey(id: string, hash: string, name: string): void {
+    this.db.prepare('INSERT OR IGNORE INTO api_keys (id, hash, name, created_at) VALUES (?, ?, ?, ?)').run(id, hash, name, Date.now());
+  }
+
+  apiKeyByHash(hash: string): { id: string; name: string } | undefined {
+    return this.db.prepare('SELECT id, name FROM api_keys WHERE hash = ?').get(hash) as { id: string; name: string } | undefined;
+  }
+
+  apiKeyCount(): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n;
+  }
+}
+
+function toRow(r: SandboxRecord): Row {
+  return {
+    id: r.id,
+    template: r.template,
+    state: r.state,
+    created_at: r.createdAt,
+    expires_at: r.expiresAt,
+    metadata: JSON.stringify(r.metadata),
+    env: JSON.stringify(r.env),
+    resources: JSON.stringify(r.resources),
+    rootfs: r.rootfs,
+    error: r.error ?? null,
+    api_key_id: r.apiKeyId,
+  };
+}
+
+function fromRow(row: Row): SandboxRecord {
+  return {
+    id: row.id,
+    template: row.template,
+    state: row.state,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    metadata: JSON.parse(row.metadata) as Metadata,
+    env: JSON.parse(row.env) as Record<string, string>,
+    resources: JSON.parse(row.resources) as ResolvedResources,
+    rootfs: row.rootfs,
+    error: row.error ?? undefined,
+    apiKeyId: row.api_key_id,
+  };
+}

@@ -1,0 +1,222 @@
+/**
+ * The sandbox service: create, inspect, list, kill, ttl, and access to each running
+ * sandbox's guest channel. Holds the only in-memory map of live sandboxes; the registry
+ * holds the durable truth.
+ */
+import type { Logger } from 'pino';
+import {
+  DEFAULT_RESOURCES,
+  DEFAULT_TTL_SECONDS,
+  WarrenError,
+  type CreateSandboxRequest,
+  type ResolvedResources,
+  type SandboxInfo,
+  type SandboxList,
+  type SandboxState,
+} from '@warren/protocol';
+import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
+import type { TemplateCatalog } from '../templates/catalog.js';
+import { GuestClient } from './guest-client.js';
+import { newId } from './ids.js';
+import { requireState, type Operation } from './lifecycle.js';
+import type { Registry, SandboxRecord } from './registry.js';
+import { Cleanup } from './cleanup.js';
+
+const AGENT_READY_TIMEOUT_MS = 30_000;
+const HEARTBEAT_INTERVAL_MS = 5_000;
+const HEARTBEAT_TIMEOUT_MS = 10_000;
+/** Consecutive missed heartbeats before a sandbox without an OOM record is declared hung. */
+const HEARTBEAT_MISSES_ALLOWED = 3;
+
+interface Live {
+  client: GuestClient;
+  streams: GuestStreams;
+  missed: number;
+  checking: boolean;
+}
+
+export interface SandboxServiceOptions {
+  registry: Registry;
+  driver: SandboxDriver;
+  templates: TemplateCatalog;
+  log: Logger;
+  maxResources?: Partial<ResolvedResources>;
+}
+
+export class SandboxService {
+  private live = new Map<string, Live>();
+  private heartbeat?: NodeJS.Timeout;
+
+  constructor(private opts: SandboxServiceOptions) {}
+
+  startHeartbeat(): void {
+    this.heartbeat = setInterval(() => void this.checkAll(), HEARTBEAT_INTERVAL_MS);
+    this.heartbeat.unref();
+  }
+
+  async create(req: CreateSandboxRequest & { template: string }, apiKeyId: string): Promise<SandboxInfo> {
+    const template = this.opts.templates.resolve(req.template);
+    const resources: ResolvedResources = { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) };
+    const now = Date.now();
+    const record: SandboxRecord = {
+      id: newId('sb'),
+      template: template.name,
+      state: 'creating',
+      createdAt: now,
+      expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
+      metadata: req.metadata ?? {},
+      env: req.env ?? {},
+      resources,
+      rootfs: template.rootfs,
+      apiKeyId,
+    };
+    const log = this.opts.log.child({ sandbox: record.id });
+    const undo = new Cleanup(log);
+    try {
+      this.opts.registry.insert(record);
+      undo.add('forget record', () => this.opts.registry.delete(record.id));
+      undo.add('destroy sandbox', () => this.opts.driver.destroy(record.id));
+      const streams = await this.opts.driver.start({ id: record.id, hostname: record.id, rootfs: record.rootfs, resources });
+      undo.add('release channel', () => streams.release());
+      await this.connect(record, streams);
+      this.opts.registry.setState(record.id, 'running');
+      undo.dismiss();
+      log.info({ template: template.name, ms: Date.now() - now }, 'sandbox created');
+      return this.get(record.id);
+    } catch (err) {
+      this.live.delete(record.id);
+      await undo.run();
+      throw err;
+    }
+  }
+
+  /** Opens the guest channel, waits for the agent and applies per-sandbox settings. */
+  async connect(record: SandboxRecord, streams: GuestStreams): Promise<void> {
+    const client = new GuestClient(streams.fromGuest, streams.toGuest);
+    const live: Live = { client, streams, missed: 0, checking: false };
+    this.live.set(record.id, live);
+    client.onClose((reason) => {
+      if (this.live.get(record.id) === live) void this.onChannelLost(record.id, reason);
+    });
+    await client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
+    await client.request('configure', { env: record.env, pidsLimit: record.resources.pids }, AGENT_READY_TIMEOUT_MS);
+  }
+
+  get(id: string): SandboxInfo {
+    return toInfo(this.record(id, 'get'));
+  }
+
+  list(q: { state?: SandboxState; metadata?: Record<string, string>; limit?: number; cursor?: string }): SandboxList {
+    const limit = q.limit ?? 100;
+    const rows = this.opts.registry.list({ state: q.state, metadata: q.metadata, limit: limit + 1, after: q.cursor });
+    const page = rows.slice(0, limit);
+    return { sandboxes: page.map(toInfo), ...(rows.length > limit ? { nextCursor: page[page.length - 1].id } : {}) };
+  }
+
+  setTtl(id: string, ttlSeconds: number): SandboxInfo {
+    this.record(id, 'setTtl');
+    this.opts.registry.setExpiry(id, Date.now() + ttlSeconds * 1000);
+    return this.get(id);
+  }
+
+  async kill(id: string, reason = 'killed'): Promise<void> {
+    this.record(id, 'kill');
+    await this.teardown(id, reason);
+    this.opts.registry.delete(id);
+  }
+
+  /** The guest channel of a running sandbox, for an operation that needs one. */
+  guest(id: string, op: Operation): GuestClient {
+    this.record(id, op);
+    const live = this.live.get(id);
+    if (!live || live.client.closed) throw new WarrenError('unavailable', `sandbox ${id} is not reachable right now; retry shortly`);
+    return live.client;
+  }
+
+  record(id: string, op: Operation): SandboxRecord {
+    const r = this.opts.registry.get(id);
+    if (!r) throw new WarrenError('not_found', `no sandbox with id ${id}`);
+    requireState(id, r.state, op, r.error);
+    return r;
+  }
+
+  liveIds(): string[] {
+    return [...this.live.keys()];
+  }
+
+  /** Closes every channel without touching the sandboxes (daemon shutdown). */
+  detachAll(): void {
+    if (this.heartbeat) clearInterval(this.heartbeat);
+    for (const [id, live] of this.live) {
+      this.live.delete(id);
+      live.client.close('daemon shutting down');
+      live.streams.release();
+    }
+  }
+
+  async teardown(id: string, reason: string): Promise<void> {
+    const live = this.live.get(id);
+    this.live.delete(id);
+    if (live) {
+      live.client.close(reason);
+      live.streams.release();
+    }
+    await this.opts.driver.destroy(id);
+  }
+
+  /** A sandbox died or hung on its own: keep the record as dead, with the reason. */
+  async markDead(id: string, reason: string): Promise<void> {
+    const r = this.opts.registry.get(id);
+    if (!r || r.state === 'dead') return;
+    this.opts.log.warn({ sandbox: id, reason }, 'sandbox died');
+    this.opts.registry.setState(id, 'dead', reason);
+    await this.teardown(id, reason).catch((err: Error) => this.opts.log.error({ sandbox: id, err: err.message }, 'cleanup of dead sandbox failed'));
+  }
+
+  private async onChannelLost(id: string, reason: string): Promise<void> {
+    const r = this.opts.registry.get(id);
+    if (!r || r.state !== 'running') return;
+    await this.markDead(id, await this.explain(id, `agent channel lost (${reason})`));
+  }
+
+  private async explain(id: string, fallback: string): Promise<string> {
+    const cause = await this.opts.driver.diagnose(id);
+    if (cause.oomKilled) return `out of memory: the sandbox exceeded its memory limit`;
+    if (cause.pidsExhausted) return `too many processes: the sandbox exceeded its process limit`;
+    return fallback;
+  }
+
+  private async checkAll(): Promise<void> {
+    await Promise.all([...this.live.entries()].map(([id, live]) => this.check(id, live)));
+  }
+
+  private async check(id: string, live: Live): Promise<void> {
+    if (live.checking || live.client.closed) return;
+    live.checking = true;
+    try {
+      await live.client.request('ping', {}, HEARTBEAT_TIMEOUT_MS);
+      live.missed = 0;
+    } catch {
+      live.missed++;
+      const cause = await this.opts.driver.diagnose(id);
+      if (cause.oomKilled || live.missed >= HEARTBEAT_MISSES_ALLOWED) {
+        await this.markDead(id, await this.explain(id, `sandbox stopped responding for ${(live.missed * HEARTBEAT_TIMEOUT_MS) / 1000}s`));
+      }
+    } finally {
+      live.checking = false;
+    }
+  }
+}
+
+export function toInfo(r: SandboxRecord): SandboxInfo {
+  return {
+    id: r.id,
+    template: r.template,
+    state: r.state,
+    createdAt: new Date(r.createdAt).toISOString(),
+    expiresAt: new Date(r.expiresAt).toISOString(),
+    metadata: r.metadata,
+    resources: r.resources,
+    ...(r.error ? { error: r.error } : {}),
+  };
+}

@@ -1,0 +1,94 @@
+/** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
+import { copyFileSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { pino, type Logger } from 'pino';
+import { buildApp } from './api/app.js';
+import { ensureAdminKey } from './api/auth.js';
+import { resolveConfig, layout, type DaemonConfig } from './config.js';
+import { ExecService } from './core/exec.js';
+import { FileService } from './core/files.js';
+import { Reaper } from './core/reaper.js';
+import { recover } from './core/recovery.js';
+import { Registry } from './core/registry.js';
+import { SandboxService } from './core/sandboxes.js';
+import { GvisorDriver } from './drivers/gvisor/driver.js';
+import { TemplateCatalog } from './templates/catalog.js';
+import { acquireHomeLock } from './lock.js';
+
+const require = createRequire(import.meta.url);
+export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+
+export interface RunningDaemon {
+  url: string;
+  port: number;
+  adminKey: string;
+  adminKeyFile: string;
+  log: Logger;
+  close(): Promise<void>;
+}
+
+/** Copies the bundled agent into home so sandboxes mount a stable, root-owned copy. */
+function installAgent(guestDir: string): void {
+  mkdirSync(guestDir, { recursive: true, mode: 0o755 });
+  const source = require.resolve('@warren/guest/agent');
+  const tmp = path.join(guestDir, '.agent.cjs.tmp');
+  copyFileSync(source, tmp);
+  renameSync(tmp, path.join(guestDir, 'agent.cjs'));
+}
+
+export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Logger = pino({ name: 'warrend' })): Promise<RunningDaemon> {
+  const config = resolveConfig(overrides);
+  const paths = layout(config.home);
+  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  for (const dir of [paths.runscRoot, paths.sandboxes, paths.templates]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const lock = await acquireHomeLock(paths.lockSocket, config.home);
+
+  const registry = new Registry(paths.db);
+  const { key: adminKey, created } = ensureAdminKey(registry, paths.adminKey);
+  log.info({ keyFile: paths.adminKey, created }, created ? 'created admin API key' : 'admin API key loaded');
+  installAgent(paths.guest);
+
+  const driver = new GvisorDriver({
+    runscBinary: config.runscBinary,
+    stateRoot: paths.runscRoot,
+    sandboxesDir: paths.sandboxes,
+    hostNodeBinary: process.execPath,
+    hostGuestLibDir: paths.guest,
+    log,
+  });
+  const templates = new TemplateCatalog(paths.templates);
+  const sandboxes = new SandboxService({ registry, driver, templates, log });
+  const exec = new ExecService(sandboxes);
+  const files = new FileService(sandboxes);
+
+  await recover({ registry, driver, sandboxes, sandboxesDir: paths.sandboxes, log });
+  sandboxes.startHeartbeat();
+  const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
+  reaper.start();
+
+  const app = buildApp({ registry, sandboxes, exec, files, templates, log, version: VERSION });
+  const server: ServerType = await new Promise((resolve) => {
+    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+  });
+  const port = (server.address() as AddressInfo).port;
+  const url = `http://${config.host}:${port}`;
+  log.info({ url, home: config.home, version: VERSION }, 'warren daemon listening');
+
+  return {
+    url,
+    port,
+    adminKey,
+    adminKeyFile: paths.adminKey,
+    log,
+    async close() {
+      reaper.stop();
+      sandboxes.detachAll();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      registry.close();
+      await new Promise<void>((resolve) => lock.close(() => resolve()));
+    },
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * The narrow interface every isolation driver implements. Core owns ids, state and the
+ * guest protocol; a driver only starts, attaches to, inspects and destroys sandboxes.
+ */
+import type { Readable, Writable } from 'node:stream';
+import type { ResolvedResources } from '@warren/protocol';
+
+export interface GuestStreams {
+  /** Bytes from the agent. */
+  fromGuest: Readable;
+  /** Bytes to the agent. */
+  toGuest: Writable;
+  /** Releases host resources held only for this channel (an attach relay process). */
+  release(): void;
+}
+
+export interface StartSpec {
+  id: string;
+  hostname: string;
+  rootfs: string;
+  resources: ResolvedResources;
+}
+
+export interface DriverSandbox {
+  id: string;
+  running: boolean;
+}
+
+export interface DeathCause {
+  oomKilled: boolean;
+  pidsExhausted: boolean;
+}
+
+export interface SandboxDriver {
+  readonly name: string;
+  /** Boots the sandbox and returns the init agent's stdio channel. */
+  start(spec: StartSpec): Promise<GuestStreams>;
+  /** A fresh channel to an already running sandbox's agent (after a daemon restart). */
+  attach(id: string): Promise<GuestStreams>;
+  /** Stops and removes everything the sandbox holds on the host. Idempotent. */
+  destroy(id: string): Promise<void>;
+  list(): Promise<DriverSandbox[]>;
+  /** Best-effort reason for a sandbox that stopped answering. */
+  diagnose(id: string): Promise<DeathCause>;
+}

@@ -1,0 +1,76 @@
+/** Builds the OCI runtime spec for one sandbox. */
+import type { StartSpec } from '../driver.js';
+
+export const GUEST_NODE_PATH = '/opt/warren/bin/node';
+export const GUEST_LIB_DIR = '/opt/warren/lib';
+export const AGENT_PATH = `${GUEST_LIB_DIR}/agent.cjs`;
+
+// Docker's default set plus SYS_PTRACE (debuggers and strace work inside). NET_RAW is left
+// out on purpose: raw sockets are an egress bypass. These capabilities act on the
+// sandbox's own kernel (the gVisor Sentry), never on the host's.
+const CAPABILITIES = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FSETID',
+  'CAP_FOWNER',
+  'CAP_MKNOD',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETFCAP',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_KILL',
+  'CAP_AUDIT_WRITE',
+  'CAP_SYS_PTRACE',
+];
+
+export interface BundleInputs extends StartSpec {
+  hostNodeBinary: string;
+  hostGuestLibDir: string;
+  cgroupsPath: string;
+  /** Host-level task cap: a backstop above the in-sandbox limit, protecting the host. */
+  hostPidsLimit: number;
+}
+
+export function buildSpec(input: BundleInputs): Record<string, unknown> {
+  const { resources } = input;
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid: 0, gid: 0 },
+      // bash stays as the sandbox's init so orphaned processes are reaped.
+      args: ['/bin/bash', '-c', `${GUEST_NODE_PATH} ${AGENT_PATH} serve; exit $?`],
+      env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8'],
+      cwd: '/',
+      capabilities: {
+        bounding: CAPABILITIES,
+        effective: CAPABILITIES,
+        permitted: CAPABILITIES,
+      },
+      rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1048576, soft: 1048576 }],
+      noNewPrivileges: false,
+    },
+    root: { path: input.rootfs, readonly: false },
+    hostname: input.hostname,
+    mounts: [
+      { destination: '/proc', type: 'proc', source: 'proc' },
+      { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+      { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+      { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+      { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+      { destination: GUEST_NODE_PATH, type: 'bind', source: input.hostNodeBinary, options: ['rbind', 'ro'] },
+      { destination: GUEST_LIB_DIR, type: 'bind', source: input.hostGuestLibDir, options: ['rbind', 'ro'] },
+    ],
+    linux: {
+      cgroupsPath: input.cgroupsPath,
+      resources: {
+        memory: { limit: resources.memoryMB * 1024 * 1024 },
+        cpu: { quota: Math.round(resources.cpus * 100_000), period: 100_000 },
+        pids: { limit: input.hostPidsLimit },
+      },
+      namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+    },
+  };
+}

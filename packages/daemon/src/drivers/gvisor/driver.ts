@@ -1,0 +1,160 @@
+/**
+ * gVisor driver: one runsc container per sandbox, each with its own Sentry (kernel), no
+ * network device (--network=none; egress goes through the daemon), and a private
+ * copy-on-write root: the template's rootfs is the shared read-only lower layer, and the
+ * sandbox's writes go to a filestore file in the sandbox's own host directory
+ * (--overlay2=root:dir=...). See docs/storage.md for the measurements behind this.
+ */
+import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { WarrenError } from '@warren/protocol';
+import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec } from '../driver.js';
+import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
+import { Runsc } from './runsc.js';
+import { killCgroup, readCgroupFile, removeCgroup } from './cgroups.js';
+
+export interface GvisorOptions {
+  runscBinary: string;
+  /** Where runsc keeps container state. */
+  stateRoot: string;
+  /** Per-sandbox host directories (bundle and overlay filestore). */
+  sandboxesDir: string;
+  hostNodeBinary: string;
+  hostGuestLibDir: string;
+  log: Logger;
+}
+
+const CGROUP_PARENT = 'warren';
+
+export class GvisorDriver implements SandboxDriver {
+  readonly name = 'gvisor';
+  private runsc: Runsc;
+
+  constructor(private opts: GvisorOptions) {
+    this.runsc = new Runsc({ binary: opts.runscBinary, root: opts.stateRoot, platform: 'systrap' });
+  }
+
+  sandboxDir(id: string): string {
+    return path.join(this.opts.sandboxesDir, id);
+  }
+
+  async start(spec: StartSpec): Promise<GuestStreams> {
+    const dir = this.sandboxDir(spec.id);
+    const filestore = path.join(dir, 'fs');
+    await mkdir(filestore, { recursive: true, mode: 0o700 });
+    const oci = buildSpec({
+      ...spec,
+      hostNodeBinary: this.opts.hostNodeBinary,
+      hostGuestLibDir: this.opts.hostGuestLibDir,
+      cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
+      hostPidsLimit: spec.resources.pids * 2 + 256,
+    });
+    await writeFile(path.join(dir, 'config.json'), JSON.stringify(oci, null, 1));
+    const child = this.runsc.spawn(
+      ['run', '--detach', '--bundle', dir, spec.id],
+      ['--network', 'none', '--overlay2', `root:dir=${filestore}`],
+      { stdio: ['pipe', 'pipe', 'pipe'] },
+    );
+    // Node destroys a child's stdin when the child exits, but `runsc run --detach` exits as
+    // soon as the sandbox is up while the sandbox keeps the other end of the pipe: keep our
+    // own reference and hide it from ChildProcess so it survives.
+    const toGuest = child.stdin!;
+    child.stdin = null;
+    // Until runsc exits, stderr is runsc's own; afterwards it is the agent's.
+    let runscStderr = '';
+    const onStderr = (chunk: Buffer) => {
+      runscStderr += chunk.toString('utf8');
+    };
+    child.stderr!.on('data', onStderr);
+    const code = await new Promise<number | null>((resolve) => {
+      child.on('exit', (c) => resolve(c));
+      child.on('error', (err) => {
+        runscStderr += err.message;
+        resolve(-1);
+      });
+    });
+    child.stderr!.off('data', onStderr);
+    if (code !== 0) {
+      toGuest.destroy();
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      throw new WarrenError('internal', `runsc could not start sandbox ${spec.id}: ${lastLines(runscStderr)}`);
+    }
+    child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: spec.id, agentStderr: chunk.toString('utf8').trimEnd() }, 'agent stderr'));
+    return {
+      fromGuest: child.stdout!,
+      toGuest,
+      release: () => {
+        toGuest.destroy();
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+      },
+    };
+  }
+
+  async attach(id: string): Promise<GuestStreams> {
+    const child = this.runsc.spawn(['exec', id, GUEST_NODE_PATH, AGENT_PATH, 'attach'], [], { stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: id, attachStderr: chunk.toString('utf8').trimEnd() }, 'attach relay stderr'));
+    await new Promise<void>((resolve, reject) => {
+      child.once('spawn', () => resolve());
+      child.once('error', (err) => reject(new WarrenError('internal', `cannot attach to sandbox ${id}: ${err.message}`)));
+    });
+    return {
+      fromGuest: child.stdout!,
+      toGuest: child.stdin!,
+      release: () => {
+        child.kill('SIGKILL');
+      },
+    };
+  }
+
+  async destroy(id: string): Promise<void> {
+    const known = (await this.runsc.list()).some((c) => c.id === id);
+    if (known) {
+      try {
+        await this.runsc.run(['delete', '--force', id], 15_000);
+      } catch (err) {
+        // An out-of-memory Sentry can hang and make runsc delete time out (PLATFORM.md):
+        // kill everything in the sandbox's cgroups by hand, then try once more.
+        this.opts.log.warn({ sandbox: id, err: (err as Error).message }, 'runsc delete failed; killing cgroup members');
+        await killCgroup(CGROUP_PARENT, id);
+        await this.runsc.run(['delete', '--force', id], 15_000).catch(async (again: Error) => {
+          this.opts.log.error({ sandbox: id, err: again.message }, 'runsc delete failed twice; removing its state by hand');
+          await this.forgetState(id);
+        });
+      }
+    }
+    await killCgroup(CGROUP_PARENT, id);
+    await removeCgroup(CGROUP_PARENT, id);
+    await rm(this.sandboxDir(id), { recursive: true, force: true });
+  }
+
+  async list(): Promise<DriverSandbox[]> {
+    return (await this.runsc.list()).map((c) => ({ id: c.id, running: c.status === 'running' }));
+  }
+
+  async diagnose(id: string): Promise<DeathCause> {
+    const oomControl = await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.oom_control');
+    const oomKills = Number(/oom_kill (\d+)/.exec(oomControl ?? '')?.[1] ?? 0);
+    const underOom = /under_oom 1/.test(oomControl ?? '');
+    const failcnt = Number((await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.failcnt')) ?? 0);
+    const pidsEvents = await readCgroupFile('pids', CGROUP_PARENT, id, 'pids.events');
+    const pidsMax = Number(/max (\d+)/.exec(pidsEvents ?? '')?.[1] ?? 0);
+    return { oomKilled: oomKills > 0 || underOom || failcnt > 0, pidsExhausted: pidsMax > 0 };
+  }
+
+  /** Last resort when runsc cannot delete a container: drop its state files. */
+  private async forgetState(id: string): Promise<void> {
+    const root = this.opts.stateRoot;
+    if (!existsSync(root)) return;
+    for (const name of await readdir(root)) {
+      if (name.includes(id)) await rm(path.join(root, name), { recursive: true, force: true });
+    }
+  }
+}
+
+function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-4).join(' | ') || 'no output';
+}

@@ -1,0 +1,2 @@
+export { startDaemon, VERSION, type RunningDaemon } from './daemon.js';
+export { resolveConfig, layout, DEFAULT_HOME, DEFAULT_PORT, type DaemonConfig } from './config.js';

@@ -1,0 +1,211 @@
+/**
+ * One framed connection to the daemon. The agent serves any number of these at once: the
+ * init process's stdio, and attach relays started after a daemon restart.
+ */
+import type { Readable, Writable } from 'node:stream';
+import {
+  FrameDecoder,
+  FrameKind,
+  encodeFrame,
+  MAX_FRAME_PAYLOAD,
+  STREAM_WINDOW_BYTES,
+  WarrenError,
+  type GuestEvent,
+  type GuestRequest,
+  type GuestResponse,
+} from '@warren/protocol/wire';
+
+export interface IncomingStream {
+  onData(chunk: Buffer): void;
+  onEnd(): void;
+  onAbort(): void;
+}
+
+type Handler = (req: GuestRequest, channel: Channel) => Promise<unknown>;
+
+export class Channel {
+  private decoder = new FrameDecoder();
+  private incoming = new Map<number, IncomingStream>();
+  private outgoing = new Map<number, OutgoingStream>();
+  private closeHandlers: Array<() => void> = [];
+  closed = false;
+
+  constructor(
+    private input: Readable,
+    private output: Writable,
+    private handler: Handler,
+  ) {
+    input.on('data', (chunk: Buffer) => this.onBytes(chunk));
+    input.on('end', () => this.close());
+    input.on('error', () => this.close());
+    // The daemon going away (EPIPE) must never take the agent down with it.
+    output.on('error', () => this.close());
+  }
+
+  onClose(fn: () => void): void {
+    if (this.closed) fn();
+    else this.closeHandlers.push(fn);
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    for (const s of this.incoming.values()) s.onAbort();
+    this.incoming.clear();
+    for (const s of this.outgoing.values()) s.abort();
+    this.outgoing.clear();
+    for (const fn of this.closeHandlers) fn();
+    this.closeHandlers = [];
+  }
+
+  sendMessage(msg: GuestResponse | GuestEvent): void {
+    if (this.closed) return;
+    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify(msg)));
+  }
+
+  sendData(stream: number, data: Buffer): void {
+    if (this.closed) return;
+    for (let at = 0; at < data.length; at += MAX_FRAME_PAYLOAD) {
+      this.output.write(encodeFrame(FrameKind.Data, stream, data.subarray(at, at + MAX_FRAME_PAYLOAD)));
+    }
+  }
+
+  sendEnd(stream: number): void {
+    if (this.closed) return;
+    this.output.write(encodeFrame(FrameKind.End, stream));
+  }
+
+  acceptStream(stream: number, handler: IncomingStream): void {
+    this.incoming.set(stream, handler);
+  }
+
+  finishIncoming(stream: number): void {
+    this.incoming.delete(stream);
+  }
+
+  /** An outgoing data stream that waits for the reader's credit (bounded memory both sides). */
+  openOutgoing(stream: number): OutgoingStream {
+    const s = new OutgoingStream(this, stream);
+    this.outgoing.set(stream, s);
+    return s;
+  }
+
+  dropOutgoing(stream: number): void {
+    this.outgoing.delete(stream);
+  }
+
+  private onBytes(chunk: Buffer): void {
+    let frames;
+    try {
+      frames = this.decoder.push(chunk);
+    } catch (err) {
+      process.stderr.write(`warren-agent: closing corrupt channel: ${(err as Error).message}\n`);
+      this.close();
+      return;
+    }
+    for (const frame of frames) {
+      if (frame.kind === FrameKind.Message) this.onMessage(frame.payload);
+      else if (frame.kind === FrameKind.Data) this.incoming.get(frame.stream)?.onData(Buffer.from(frame.payload));
+      else if (frame.kind === FrameKind.End) {
+        const s = this.incoming.get(frame.stream);
+        this.incoming.delete(frame.stream);
+        s?.onEnd();
+      }
+    }
+  }
+
+  private onMessage(payload: Buffer): void {
+    let req: GuestRequest;
+    try {
+      req = JSON.parse(payload.toString('utf8')) as GuestRequest;
+    } catch {
+      process.stderr.write('warren-agent: dropping unparsable message\n');
+      return;
+    }
+    if (req.op === 'credit') {
+      const p = req.params as { stream: number; bytes: number };
+      this.outgoing.get(p.stream)?.grant(p.bytes);
+      return;
+    }
+    if (req.op === 'cancel') {
+      const p = req.params as { stream: number };
+      this.outgoing.get(p.stream)?.abort();
+      this.incoming.get(p.stream)?.onAbort();
+      this.incoming.delete(p.stream);
+      return;
+    }
+    this.handler(req, this).then(
+      (result) => this.sendMessage({ id: req.id, ok: true, result: result ?? {} }),
+      (err: unknown) => this.sendMessage({ id: req.id, ok: false, error: toWireError(err) }),
+    );
+  }
+}
+
+export class OutgoingStream {
+  private inflight = 0;
+  private waiters: Array<() => void> = [];
+  aborted = false;
+
+  constructor(
+    private channel: Channel,
+    readonly stream: number,
+  ) {}
+
+  /** Resolves once the chunk may be sent without exceeding the reader's window. */
+  async write(chunk: Buffer): Promise<void> {
+    while (!this.aborted && this.inflight + chunk.length > STREAM_WINDOW_BYTES && this.inflight > 0) {
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+    if (this.aborted) throw new WarrenError('unavailable', 'stream aborted by reader');
+    this.inflight += chunk.length;
+    this.channel.sendData(this.stream, chunk);
+  }
+
+  end(): void {
+    this.channel.sendEnd(this.stream);
+    this.channel.dropOutgoing(this.stream);
+  }
+
+  grant(bytes: number): void {
+    this.inflight = Math.max(0, this.inflight - bytes);
+    this.wake();
+  }
+
+  abort(): void {
+    this.aborted = true;
+    this.channel.dropOutgoing(this.stream);
+    this.wake();
+  }
+
+  private wake(): void {
+    const w = this.waiters;
+    this.waiters = [];
+    for (const fn of w) fn();
+  }
+}
+
+export function toWireError(err: unknown): { code: WarrenError['code']; message: string } {
+  if (err instanceof WarrenError) return { code: err.code, message: err.message };
+  const e = err as NodeJS.ErrnoException;
+  const path = e.path ? `: ${e.path}` : '';
+  switch (e.code) {
+    case 'ENOENT':
+      return { code: 'not_found', message: `no such file or directory${path}` };
+    case 'EISDIR':
+      return { code: 'invalid_argument', message: `is a directory${path}` };
+    case 'ENOTDIR':
+      return { code: 'invalid_argument', message: `not a directory${path}` };
+    case 'EACCES':
+    case 'EPERM':
+      return { code: 'permission_denied', message: `permission denied${path}` };
+    case 'EEXIST':
+      return { code: 'conflict', message: `already exists${path}` };
+    case 'ENOTEMPTY':
+      return { code: 'conflict', message: `directory not empty${path}` };
+    case 'ENOSPC':
+    case 'EDQUOT':
+      return { code: 'resource_exhausted', message: `no space left in the sandbox's disk${path}` };
+    default:
+      return { code: 'internal', message: e.message ?? String(err) };
+  }
+}

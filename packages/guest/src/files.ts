@@ -1,0 +1,217 @@
+/**
+ * File operations, streamed both ways with credit-based flow control so that a file of any
+ * size passes through with bounded memory. Paths resolve against the user's home; new files
+ * and directories belong to the calling user.
+ */
+import { createReadStream, promises as fsp, lstatSync, statSync, type Stats } from 'node:fs';
+import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { STREAM_WINDOW_BYTES, WarrenError, type FileStat, type FileType, type GuestOps } from '@warren/protocol/wire';
+import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
+import type { Channel } from './channel.js';
+
+const READ = 4;
+const WRITE = 2;
+const SEARCH = 1;
+
+function target(p: string, userName?: string): { user: UserIdentity; abs: string } {
+  const user = lookupUser(userName);
+  const abs = resolvePath(p, user);
+  requireTraversable(abs, user);
+  return { user, abs };
+}
+
+export function describe(abs: string, st: Stats): FileStat {
+  const type: FileType = st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other';
+  return {
+    path: abs,
+    name: path.basename(abs) || '/',
+    type,
+    size: st.size,
+    mode: st.mode & 0o7777,
+    uid: st.uid,
+    gid: st.gid,
+    mtime: st.mtime.toISOString(),
+  };
+}
+
+export function stat(params: GuestOps['fs.stat']['params']): FileStat {
+  const { abs } = target(params.path, params.user);
+  return describe(abs, lstatSync(abs));
+}
+
+export async function list(params: GuestOps['fs.list']['params']): Promise<FileStat[]> {
+  const { user, abs } = target(params.path, params.user);
+  const st = statSync(abs);
+  if (!st.isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${abs}`);
+  const depth = Math.max(1, Math.min(params.depth ?? 1, 32));
+  const out: FileStat[] = [];
+  const walk = async (dir: string, level: number): Promise<void> => {
+    requireAccess(dir, user, READ);
+    const names = (await fsp.readdir(dir)).sort();
+    for (const name of names) {
+      const child = path.join(dir, name);
+      let cst: Stats;
+      try {
+        cst = await fsp.lstat(child);
+      } catch {
+        continue; // removed while listing
+      }
+      out.push(describe(child, cst));
+      if (cst.isDirectory() && level < depth) {
+        try {
+          await walk(child, level + 1);
+        } catch (err) {
+          if (!(err instanceof WarrenError)) throw err; // unreadable subdirectory: list what we can
+        }
+      }
+    }
+  };
+  await walk(abs, 1);
+  return out;
+}
+
+/** mkdir -p; directories created belong to the user. */
+export async function mkdir(params: GuestOps['fs.mkdir']['params']): Promise<FileStat> {
+  const { user, abs } = target(params.path, params.user);
+  const missing: string[] = [];
+  let dir = abs;
+  while (true) {
+    try {
+      const st = statSync(dir);
+      if (!st.isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${dir}`);
+      if (missing.length) requireAccess(dir, user, WRITE | SEARCH, st);
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      missing.unshift(dir);
+      dir = path.dirname(dir);
+    }
+  }
+  for (const d of missing) {
+    await fsp.mkdir(d, { mode: 0o755 });
+    await fsp.chown(d, user.uid, user.gid);
+  }
+  return describe(abs, statSync(abs));
+}
+
+export async function move(params: GuestOps['fs.move']['params']): Promise<FileStat> {
+  const from = target(params.from, params.user);
+  const to = target(params.to, params.user);
+  lstatSync(from.abs); // not_found before permission noise
+  requireAccess(path.dirname(from.abs), from.user, WRITE | SEARCH);
+  requireAccess(path.dirname(to.abs), to.user, WRITE | SEARCH);
+  await fsp.rename(from.abs, to.abs);
+  return describe(to.abs, lstatSync(to.abs));
+}
+
+export async function remove(params: GuestOps['fs.remove']['params']): Promise<boolean> {
+  const { user, abs } = target(params.path, params.user);
+  if (abs === '/') throw new WarrenError('invalid_argument', 'refusing to remove /');
+  try {
+    lstatSync(abs);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+  requireAccess(path.dirname(abs), user, WRITE | SEARCH);
+  await fsp.rm(abs, { recursive: true, force: true });
+  return true;
+}
+
+/** Sends the file in credit-limited Data frames after the response. */
+export function read(params: GuestOps['file.read']['params'], channel: Channel, stream: number): { size: number; start: () => void } {
+  const { user, abs } = target(params.path, params.user);
+  const st = statSync(abs);
+  if (st.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
+  requireAccess(abs, user, READ, st);
+  const out = channel.openOutgoing(stream);
+  const start = () => {
+    const rs = createReadStream(abs, { highWaterMark: 256 * 1024 });
+    (async () => {
+      for await (const chunk of rs) {
+        await out.write(chunk as Buffer);
+      }
+      out.end();
+    })().catch((err: Error) => {
+      rs.destroy();
+      if (!out.aborted) channel.sendMessage({ event: 'stream-error', stream, code: 'internal', message: err.message });
+    });
+  };
+  return { size: st.size, start };
+}
+
+/**
+ * Receives the file into a temporary file beside the target and renames it into place on
+ * End, so a reader never sees a half-written file and a failed upload leaves nothing.
+ */
+export function write(params: GuestOps['file.write']['params'], channel: Channel, stream: number): Promise<{ size: number; path: string }> {
+  const { user, abs } = target(params.path, params.user);
+  const dir = path.dirname(abs);
+  let existing: Stats | undefined;
+  try {
+    existing = statSync(abs);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  if (existing?.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
+  if (existing) requireAccess(abs, user, WRITE, existing);
+  else requireAccess(dir, user, WRITE | SEARCH);
+  const tmp = path.join(dir, `.warren-upload-${randomBytes(6).toString('hex')}`);
+  const fd = openSync(tmp, 'w', 0o600);
+  let size = 0;
+  let unacked = 0;
+  return new Promise((resolve, reject) => {
+    const cleanup = () => {
+      try {
+        closeSync(fd);
+      } catch {
+        /* already closed */
+      }
+      fsp.rm(tmp, { force: true }).catch(() => undefined);
+    };
+    channel.acceptStream(stream, {
+      onData(chunk) {
+        try {
+          writeSync(fd, chunk);
+        } catch (err) {
+          channel.finishIncoming(stream);
+          cleanup();
+          reject(err);
+          return;
+        }
+        size += chunk.length;
+        unacked += chunk.length;
+        // Grant credit in window-sized steps to keep the control traffic small.
+        if (unacked >= STREAM_WINDOW_BYTES / 4) {
+          channel.sendMessage({ event: 'credit', stream, bytes: unacked });
+          unacked = 0;
+        }
+      },
+      onEnd() {
+        try {
+          fsyncSync(fd);
+          closeSync(fd);
+          const mode = params.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
+          const owner = existing ? { uid: existing.uid, gid: existing.gid } : { uid: user.uid, gid: user.gid };
+          void fsp
+            .chmod(tmp, mode)
+            .then(() => fsp.chown(tmp, owner.uid, owner.gid))
+            .then(() => fsp.rename(tmp, abs))
+            .then(() => resolve({ size, path: abs }), (err) => {
+              cleanup();
+              reject(err);
+            });
+        } catch (err) {
+          cleanup();
+          reject(err);
+        }
+      },
+      onAbort() {
+        cleanup();
+        reject(new WarrenError('unavailable', 'upload aborted'));
+      },
+    });
+  });
+}

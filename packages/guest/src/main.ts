@@ -1,0 +1,101 @@
+/**
+ * warren guest agent. Runs as the sandbox's first process (under bash, which reaps orphans)
+ * and serves the daemon over framed channels: the init process's stdio, plus one channel per
+ * connection on AGENT_SOCKET_PATH, which `attach` relays use after a daemon restart.
+ *
+ *   node agent.js serve    # the agent
+ *   node agent.js attach   # relay stdio <-> the running agent's socket
+ */
+import net from 'node:net';
+import os from 'node:os';
+import { mkdirSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { AGENT_SOCKET_PATH, GUEST_PROTOCOL_VERSION, WarrenError, type GuestOps, type GuestRequest } from '@warren/protocol/wire';
+import { Channel } from './channel.js';
+import { ProcessTable } from './processes.js';
+import * as files from './files.js';
+
+type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
+
+function serve(): void {
+  const processes = new ProcessTable();
+
+  const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
+    switch (req.op) {
+      case 'hello':
+        return { version: GUEST_PROTOCOL_VERSION, agentPid: process.pid, hostname: os.hostname() };
+      case 'ping':
+        return { now: Date.now() };
+      case 'configure': {
+        const p = req.params as Params<'configure'>;
+        processes.configure(p.env, p.pidsLimit);
+        return {};
+      }
+      case 'exec':
+        return { pid: processes.start(req.params as Params<'exec'>, channel, req.id) };
+      case 'proc.list':
+        return { processes: processes.list() };
+      case 'proc.output':
+        return processes.output(req.params as Params<'proc.output'>);
+      case 'proc.subscribe': {
+        const p = req.params as Params<'proc.subscribe'>;
+        processes.subscribe(p, channel, req.id);
+        return { pid: p.pid };
+      }
+      case 'proc.stdin':
+        processes.writeStdin(req.params as Params<'proc.stdin'>);
+        return {};
+      case 'proc.signal':
+        processes.signal(req.params as Params<'proc.signal'>);
+        return {};
+      case 'file.read': {
+        const r = files.read(req.params as Params<'file.read'>, channel, req.id);
+        r.start(); // data is produced by I/O callbacks, always after this response is sent
+        return { size: r.size };
+      }
+      case 'file.write':
+        return files.write(req.params as Params<'file.write'>, channel, req.id);
+      case 'fs.stat':
+        return files.stat(req.params as Params<'fs.stat'>);
+      case 'fs.list':
+        return { entries: await files.list(req.params as Params<'fs.list'>) };
+      case 'fs.mkdir':
+        return files.mkdir(req.params as Params<'fs.mkdir'>);
+      case 'fs.move':
+        return files.move(req.params as Params<'fs.move'>);
+      case 'fs.remove':
+        return { removed: await files.remove(req.params as Params<'fs.remove'>) };
+      default:
+        throw new WarrenError('invalid_argument', `unknown guest operation ${String(req.op)}`);
+    }
+  };
+
+  // The daemon may vanish (restart); losing stdio must not end the agent or its processes.
+  process.on('SIGPIPE', () => undefined);
+  new Channel(process.stdin, process.stdout, handle);
+
+  mkdirSync(path.dirname(AGENT_SOCKET_PATH), { recursive: true, mode: 0o700 });
+  rmSync(AGENT_SOCKET_PATH, { force: true });
+  net
+    .createServer((socket) => {
+      const channel = new Channel(socket, socket, handle);
+      channel.onClose(() => socket.destroy());
+    })
+    .listen(AGENT_SOCKET_PATH);
+}
+
+function attach(): void {
+  const socket = net.connect(AGENT_SOCKET_PATH);
+  socket.on('error', (err) => {
+    process.stderr.write(`warren-agent attach: ${err.message}\n`);
+    process.exit(1);
+  });
+  process.stdin.pipe(socket);
+  socket.pipe(process.stdout);
+  socket.on('close', () => process.exit(0));
+  process.stdin.on('end', () => process.exit(0));
+}
+
+const mode = process.argv[2] ?? 'serve';
+if (mode === 'attach') attach();
+else serve();

@@ -1,0 +1,274 @@
+/**
+ * Every command the agent runs is a tracked process: foreground exec is a process whose
+ * caller subscribed to it. Output goes to files under OUTPUT_DIR so that nothing is lost
+ * when no one is listening and memory stays flat; exit status stays until the sandbox dies.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
+import { lookupUser, resolvePath } from './users.js';
+import type { Channel } from './channel.js';
+
+const OUTPUT_DIR = '/run/warren/procs';
+/** After the main process exits, how long to wait for children that still hold its pipes. */
+const PIPE_GRACE_MS = 200;
+const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+interface Subscriber {
+  channel: Channel;
+  stream: number;
+}
+
+interface OutputFile {
+  fd: number;
+  size: number;
+}
+
+interface Tracked {
+  info: ProcessInfo;
+  child: ChildProcess;
+  started: number;
+  out: OutputFile;
+  err: OutputFile;
+  subscribers: Set<Subscriber>;
+}
+
+export class ProcessTable {
+  private procs = new Map<number, Tracked>();
+  private sandboxEnv: Record<string, string> = {};
+  private pidsLimit = 0;
+
+  constructor() {
+    mkdirSync(OUTPUT_DIR, { recursive: true, mode: 0o700 });
+  }
+
+  configure(env: Record<string, string>, pidsLimit?: number): void {
+    this.sandboxEnv = { ...env };
+    if (pidsLimit) this.pidsLimit = pidsLimit;
+  }
+
+  start(params: GuestOps['exec']['params'], channel: Channel, stream: number): number {
+    const user = lookupUser(params.user);
+    const command = params.argv ?? ['/bin/bash', '-c', params.cmd ?? ''];
+    if (!params.argv && !params.cmd) throw new WarrenError('invalid_argument', 'give cmd or argv');
+    const cwd = resolvePath(params.cwd ?? user.home, user);
+    const env: Record<string, string> = {
+      PATH: BASE_PATH,
+      HOME: user.home,
+      USER: user.name,
+      LOGNAME: user.name,
+      SHELL: user.shell,
+      LANG: 'C.UTF-8',
+      TERM: 'xterm-256color',
+      ...this.sandboxEnv,
+      ...(params.env ?? {}),
+    };
+    // RLIMIT_NPROC is the per-user process cap gVisor enforces inside the sandbox; the
+    // wrapper applies it to the command only, so a fork bomb fails its own forks with EAGAIN
+    // instead of exhausting the sandbox.
+    const argv = this.pidsLimit ? ['/bin/sh', '-c', `ulimit -u ${this.pidsLimit} 2>/dev/null; exec "$@"`, 'warren-exec', ...command] : command;
+    let child: ChildProcess;
+    try {
+      child = spawn(argv[0], argv.slice(1), {
+        cwd,
+        env,
+        uid: user.uid,
+        gid: user.gid,
+        detached: true, // own process group, so a timeout can kill the whole tree
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+    } catch (err) {
+      throw new WarrenError('invalid_argument', `cannot start command: ${(err as Error).message}`);
+    }
+    const pid = child.pid;
+    if (pid === undefined) {
+      // spawn reports ENOENT (bad cwd or binary) asynchronously; surface it synchronously.
+      throw new WarrenError('invalid_argument', `cannot start command ${JSON.stringify(command[0])} in ${cwd}`);
+    }
+    const tracked: Tracked = {
+      info: {
+        pid,
+        tag: params.tag,
+        command,
+        running: true,
+        exitCode: null,
+        timedOut: false,
+        startedAt: new Date().toISOString(),
+      },
+      child,
+      started: Date.now(),
+      out: this.openOutput(pid, 'out'),
+      err: this.openOutput(pid, 'err'),
+      subscribers: new Set(),
+    };
+    this.procs.set(pid, tracked);
+    if (params.subscribe) this.addSubscriber(tracked, channel, stream);
+
+    child.stdout!.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stdout', chunk));
+    child.stderr!.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stderr', chunk));
+    child.stdin!.on('error', () => undefined); // the command may exit without reading stdin
+    if (params.stdin !== undefined) child.stdin!.write(params.stdin);
+    if (!params.keepStdinOpen) child.stdin!.end();
+
+    let timer: NodeJS.Timeout | undefined;
+    if (params.timeoutMs) {
+      timer = setTimeout(() => {
+        tracked.info.timedOut = true;
+        killGroup(pid, 'SIGKILL');
+      }, params.timeoutMs);
+    }
+    let finished = false;
+    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
+      if (finished) return;
+      finished = true;
+      if (timer) clearTimeout(timer);
+      this.onExit(tracked, code, signal);
+    };
+    child.on('exit', (code, signal) => {
+      // Background children of the command may keep its pipes open; do not wait forever.
+      setTimeout(() => {
+        child.stdout?.destroy();
+        child.stderr?.destroy();
+        finish(code, signal);
+      }, PIPE_GRACE_MS).unref();
+    });
+    child.on('close', (code, signal) => finish(code, signal));
+    child.on('error', (err) => {
+      this.onOutput(tracked, 'stderr', Buffer.from(`warren: ${err.message}\n`));
+      finish(127, null);
+    });
+    return pid;
+  }
+
+  list(): ProcessInfo[] {
+    return [...this.procs.values()].map((t) => ({ ...t.info }));
+  }
+
+  output(params: GuestOps['proc.output']['params']): ProcessOutput {
+    const t = this.get(params.pid);
+    const max = params.maxBytes ?? 16 * 1024 * 1024;
+    const stdout = readRange(t.out, params.stdoutOffset ?? 0, max);
+    const stderr = readRange(t.err, params.stderrOffset ?? 0, max);
+    return {
+      pid: t.info.pid,
+      stdout: stdout.toString('utf8'),
+      stderr: stderr.toString('utf8'),
+      stdoutOffset: (params.stdoutOffset ?? 0) + stdout.length,
+      stderrOffset: (params.stderrOffset ?? 0) + stderr.length,
+      running: t.info.running,
+      exitCode: t.info.exitCode,
+    };
+  }
+
+  /** Replays output from the offsets, then streams live output and the exit event. */
+  subscribe(params: GuestOps['proc.subscribe']['params'], channel: Channel, stream: number): void {
+    const t = this.get(params.pid);
+    const replayOut = readRange(t.out, params.stdoutOffset ?? 0, Number.MAX_SAFE_INTEGER);
+    const replayErr = readRange(t.err, params.stderrOffset ?? 0, Number.MAX_SAFE_INTEGER);
+    // Replay and registration happen in one microtask, before the event loop can deliver
+    // another output chunk, so nothing is sent twice or lost in between. (The daemon
+    // registers the stream before it sends the call, so replay may precede the response.)
+    queueMicrotask(() => {
+      if (replayOut.length) channel.sendData(stream, tagged(OutputStream.stdout, replayOut));
+      if (replayErr.length) channel.sendData(stream, tagged(OutputStream.stderr, replayErr));
+      if (t.info.running) this.addSubscriber(t, channel, stream);
+      else sendExit(t, channel, stream);
+    });
+  }
+
+  writeStdin(params: GuestOps['proc.stdin']['params']): void {
+    const t = this.get(params.pid);
+    const stdin = t.child.stdin!;
+    if (stdin.writableEnded) throw new WarrenError('failed_precondition', `stdin of process ${params.pid} is closed`);
+    if (params.data) stdin.write(params.data);
+    if (params.close) stdin.end();
+  }
+
+  signal(params: GuestOps['proc.signal']['params']): void {
+    const t = this.get(params.pid);
+    if (!(params.signal in osConstants.signals)) throw new WarrenError('invalid_argument', `unknown signal ${params.signal}`);
+    if (!t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} has already exited`);
+    killGroup(t.info.pid, params.signal as NodeJS.Signals);
+  }
+
+  private get(pid: number): Tracked {
+    const t = this.procs.get(pid);
+    if (!t) throw new WarrenError('not_found', `no process with pid ${pid} in this sandbox`);
+    return t;
+  }
+
+  private addSubscriber(t: Tracked, channel: Channel, stream: number): void {
+    const sub = { channel, stream };
+    t.subscribers.add(sub);
+    channel.onClose(() => t.subscribers.delete(sub));
+  }
+
+  private openOutput(pid: number, name: string): OutputFile {
+    return { fd: openSync(`${OUTPUT_DIR}/${pid}.${name}`, 'w+', 0o600), size: 0 };
+  }
+
+  private onOutput(t: Tracked, which: 'stdout' | 'stderr', chunk: Buffer): void {
+    const file = which === 'stdout' ? t.out : t.err;
+    writeSync(file.fd, chunk, 0, chunk.length, file.size);
+    file.size += chunk.length;
+    const framed = tagged(OutputStream[which], chunk);
+    for (const s of t.subscribers) s.channel.sendData(s.stream, framed);
+  }
+
+  private onExit(t: Tracked, code: number | null, signal: NodeJS.Signals | null): void {
+    t.info.running = false;
+    t.info.exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : null);
+    if (signal) t.info.signal = signal;
+    t.info.endedAt = new Date().toISOString();
+    for (const s of t.subscribers) sendExit(t, s.channel, s.stream);
+    t.subscribers.clear();
+    t.child.stdin?.destroy();
+  }
+
+  shutdown(): void {
+    for (const t of this.procs.values()) {
+      closeSync(t.out.fd);
+      closeSync(t.err.fd);
+    }
+  }
+}
+
+function sendExit(t: Tracked, channel: Channel, stream: number): void {
+  channel.sendMessage({
+    event: 'exit',
+    stream,
+    pid: t.info.pid,
+    exitCode: t.info.exitCode,
+    ...(t.info.signal ? { signal: t.info.signal } : {}),
+    timedOut: t.info.timedOut,
+    durationMs: (t.info.endedAt ? Date.parse(t.info.endedAt) : Date.now()) - t.started,
+  });
+}
+
+function tagged(which: number, chunk: Buffer): Buffer {
+  const out = Buffer.allocUnsafe(chunk.length + 1);
+  out[0] = which;
+  chunk.copy(out, 1);
+  return out;
+}
+
+function readRange(file: OutputFile, offset: number, max: number): Buffer {
+  const length = Math.max(0, Math.min(file.size - offset, max));
+  if (length === 0) return Buffer.alloc(0);
+  const buf = Buffer.allocUnsafe(length);
+  const n = readSync(file.fd, buf, 0, length, offset);
+  return buf.subarray(0, n);
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals): void {
+  try {
+    process.kill(-pid, signal);
+  } catch {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      // already gone
+    }
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * Wire types of the public HTTP API (/v1). Schemas validate requests in the daemon; the
+ * inferred types are what the SDKs send and receive.
+ */
+import { z } from 'zod';
+
+export const API_VERSION = 'v1';
+
+export const SandboxStates = ['creating', 'running', 'dead'] as const;
+export type SandboxState = (typeof SandboxStates)[number];
+
+const metadataValue = z.string().max(1024);
+export const Metadata = z.record(z.string().min(1).max(128), metadataValue);
+export type Metadata = z.infer<typeof Metadata>;
+
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment variable names are letters, digits and _');
+export const EnvMap = z.record(envName, z.string().max(128 * 1024));
+
+export const Resources = z
+  .object({
+    cpus: z.number().positive().max(64).optional(),
+    memoryMB: z.number().int().min(128).max(256 * 1024).optional(),
+    pids: z.number().int().min(32).max(1_000_000).optional(),
+    diskMB: z.number().int().min(64).max(10 * 1024 * 1024).optional(),
+  })
+  .strict();
+export type Resources = z.infer<typeof Resources>;
+export type ResolvedResources = Required<Resources>;
+
+export const DEFAULT_RESOURCES: ResolvedResources = { cpus: 2, memoryMB: 2048, pids: 1024, diskMB: 10240 };
+export const MAX_TTL_SECONDS = 30 * 24 * 3600;
+export const DEFAULT_TTL_SECONDS = 3600;
+
+const ttlSeconds = z.number().int().min(1).max(MAX_TTL_SECONDS);
+
+export const CreateSandboxRequest = z
+  .object({
+    template: z.string().min(1).max(128).default('base'),
+    ttlSeconds: ttlSeconds.optional(),
+    metadata: Metadata.optional(),
+    env: EnvMap.optional(),
+    resources: Resources.optional(),
+  })
+  .strict();
+export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
+
+export interface SandboxInfo {
+  id: string;
+  template: string;
+  state: SandboxState;
+  createdAt: string;
+  expiresAt: string;
+  metadata: Metadata;
+  resources: ResolvedResources;
+  /** Why the sandbox died, when state is 'dead'. */
+  error?: string;
+}
+
+export interface SandboxList {
+  sandboxes: SandboxInfo[];
+  /** Pass as `cursor` to get the next page; absent on the last page. */
+  nextCursor?: string;
+}
+
+export const SetTtlRequest = z.object({ ttlSeconds }).strict();
+
+export const ExecRequest = z
+  .object({
+    cmd: z.string().min(1).optional(),
+    argv: z.array(z.string()).min(1).optional(),
+    cwd: z.string().optional(),
+    env: EnvMap.optional(),
+    user: z.string().regex(/^[a-z_][a-z0-9_-]*$/).optional(),
+    /** Bytes written to the command's stdin, then stdin is closed (UTF-8 text). */
+    stdin: z.string().optional(),
+    timeoutSeconds: z.number().positive().max(7 * 24 * 3600).optional(),
+    /** Start and return the pid at once; read output later through /processes. */
+    background: z.boolean().optional(),
+    /** A label for background processes, shown in process listings. */
+    tag: z.string().max(128).optional(),
+    /** Keep stdin open (background processes only) so it can be written later. */
+    keepStdinOpen: z.boolean().optional(),
+  })
+  .strict()
+  .refine((r) => (r.cmd === undefined) !== (r.argv === undefined), { message: 'give exactly one of cmd or argv' });
+export type ExecRequest = z.input<typeof ExecRequest>;
+
+export interface ExecResult {
+  pid: number;
+  exitCode: number | null;
+  signal?: string;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  durationMs: number;
+}
+
+/** One line of an NDJSON exec stream (`POST /exec?stream=1`). */
+export type ExecStreamEvent =
+  | { type: 'start'; pid: number }
+  | { type: 'stdout'; data: string }
+  | { type: 'stderr'; data: string }
+  | ({ type: 'exit' } & Omit<ExecResult, 'stdout' | 'stderr'>);
+
+export interface ProcessInfo {
+  pid: number;
+  tag?: string;
+  command: string[];
+  running: boolean;
+  exitCode: number | null;
+  signal?: string;
+  timedOut: boolean;
+  startedAt: string;
+  endedAt?: string;
+}
+
+export interface ProcessOutput {
+  pid: number;
+  stdout: string;
+  stderr: string;
+  /** Offsets to pass next time to get only newer output. */
+  stdoutOffset: number;
+  stderrOffset: number;
+  running: boolean;
+  exitCode: number | null;
+}
+
+export const SignalRequest = z.object({ signal: z.string().regex(/^SIG[A-Z0-9]+$/).default('SIGTERM') }).strict();
+export const StdinRequest = z.object({ data: z.string().default(''), close: z.boolean().optional() }).strict();
+
+export type FileType = 'file' | 'directory' | 'symlink' | 'other';
+export interface FileStat {
+  path: string;
+  name: string;
+  type: FileType;
+  size: number;
+  mode: number;
+  uid: number;
+  gid: number;
+  mtime: string;
+}
+
+export const MkdirRequest = z.object({ path: z.string().min(1) }).strict();
+export const MoveRequest = z.object({ from: z.string().min(1), to: z.string().min(1) }).strict();
+
+export interface HealthInfo {
+  ok: true;
+  version: string;
+  sandboxes: number;
+}

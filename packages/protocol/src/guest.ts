@@ -1,0 +1,79 @@
+/**
+ * Messages on the guest channel (daemon <-> agent inside a sandbox). Every host-to-guest
+ * call is named once here. Requests and responses travel as JSON in Message frames; bulk
+ * bytes (file contents, process output) travel in Data frames on a stream id.
+ */
+import type { ErrorCode } from './errors.js';
+import type { FileStat, ProcessInfo, ProcessOutput } from './api.js';
+
+export const GUEST_PROTOCOL_VERSION = 1;
+
+/** Path inside the sandbox where the agent's control socket for attach relays lives. */
+export const AGENT_SOCKET_PATH = '/run/warren/agent.sock';
+/** Where the read-only agent bundle is mounted inside every sandbox. */
+export const AGENT_MOUNT_DIR = '/opt/warren';
+
+export interface GuestOps {
+  hello: { params: Record<string, never>; result: { version: number; agentPid: number; hostname: string } };
+  configure: { params: { env: Record<string, string>; hostname?: string; pidsLimit?: number }; result: Record<string, never> };
+  ping: { params: Record<string, never>; result: { now: number } };
+  exec: {
+    params: {
+      argv?: string[];
+      cmd?: string;
+      cwd?: string;
+      env?: Record<string, string>;
+      user?: string;
+      stdin?: string;
+      keepStdinOpen?: boolean;
+      timeoutMs?: number;
+      tag?: string;
+      /** Stream output and exit of this process on this channel (stream id = request id). */
+      subscribe?: boolean;
+    };
+    result: { pid: number };
+  };
+  'proc.list': { params: Record<string, never>; result: { processes: ProcessInfo[] } };
+  'proc.output': { params: { pid: number; stdoutOffset?: number; stderrOffset?: number; maxBytes?: number }; result: ProcessOutput };
+  /** Stream a process's output from the given offsets and its exit (stream id = request id). */
+  'proc.subscribe': { params: { pid: number; stdoutOffset?: number; stderrOffset?: number }; result: { pid: number } };
+  'proc.stdin': { params: { pid: number; data: string; close?: boolean }; result: Record<string, never> };
+  'proc.signal': { params: { pid: number; signal: string }; result: Record<string, never> };
+  /** Sends the file as Data frames on stream id = request id after the result, then End. */
+  'file.read': { params: { path: string; user?: string }; result: { size: number } };
+  /** Receives Data frames on stream id = request id, End finishes; the result comes after End. */
+  'file.write': { params: { path: string; user?: string; mode?: number }; result: { size: number; path: string } };
+  'fs.stat': { params: { path: string; user?: string }; result: FileStat };
+  'fs.list': { params: { path: string; depth?: number; user?: string }; result: { entries: FileStat[] } };
+  'fs.mkdir': { params: { path: string; user?: string }; result: FileStat };
+  'fs.move': { params: { from: string; to: string; user?: string }; result: FileStat };
+  'fs.remove': { params: { path: string; user?: string }; result: { removed: boolean } };
+  /** Flow control: the reader of a Data stream grants the sender more bytes. */
+  credit: { params: { stream: number; bytes: number }; result: Record<string, never> };
+  /** Abort a stream (reader went away). */
+  cancel: { params: { stream: number }; result: Record<string, never> };
+}
+
+export type GuestOp = keyof GuestOps;
+
+export interface GuestRequest<K extends GuestOp = GuestOp> {
+  id: number;
+  op: K;
+  params: GuestOps[K]['params'];
+}
+
+export type GuestResponse =
+  | { id: number; ok: true; result: unknown }
+  | { id: number; ok: false; error: { code: ErrorCode; message: string } };
+
+/** Unsolicited messages from the agent. */
+export type GuestEvent =
+  | { event: 'exit'; stream: number; pid: number; exitCode: number | null; signal?: string; timedOut: boolean; durationMs: number }
+  | { event: 'credit'; stream: number; bytes: number }
+  | { event: 'stream-error'; stream: number; code: ErrorCode; message: string };
+
+/** First payload byte of an output Data frame says which stream it belongs to. */
+export const OutputStream = { stdout: 1, stderr: 2 } as const;
+
+/** Bytes a sender may have in flight on one Data stream before it waits for credit. */
+export const STREAM_WINDOW_BYTES = 4 * 1024 * 1024;

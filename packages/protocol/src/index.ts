@@ -1,0 +1,4 @@
+export * from './errors.js';
+export * from './api.js';
+export * from './guest.js';
+export * from './frames.js';

@@ -1,0 +1,6 @@
+// The zod-free part of the protocol, for the guest agent bundle (kept small: it is parsed
+// at every sandbox start).
+export * from './errors.js';
+export * from './guest.js';
+export * from './frames.js';
+export type { FileStat, FileType, ProcessInfo, ProcessOutput } from './api.js';

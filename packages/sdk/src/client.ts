@@ -1,0 +1,86 @@
+/** Low-level HTTP client: base URL, API key, JSON and streaming requests, error mapping. */
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { errorFromBody, WarrenError } from './errors.js';
+
+export interface ConnectionOptions {
+  /** Daemon URL; default $WARREN_URL or http://127.0.0.1:7070. */
+  url?: string;
+  /** API key; default $WARREN_API_KEY, else the admin key file under $WARREN_HOME when readable. */
+  apiKey?: string;
+}
+
+const DEFAULT_URL = 'http://127.0.0.1:7070';
+
+export function resolveApiKey(explicit?: string): string | undefined {
+  if (explicit) return explicit;
+  if (process.env.WARREN_API_KEY) return process.env.WARREN_API_KEY;
+  const home = process.env.WARREN_HOME ?? '/var/lib/warren';
+  try {
+    return readFileSync(path.join(home, 'admin.key'), 'utf8').trim();
+  } catch {
+    return undefined;
+  }
+}
+
+export class HttpClient {
+  readonly url: string;
+  private apiKey?: string;
+
+  constructor(opts: ConnectionOptions = {}) {
+    this.url = (opts.url ?? process.env.WARREN_URL ?? DEFAULT_URL).replace(/\/+$/, '');
+    this.apiKey = resolveApiKey(opts.apiKey);
+  }
+
+  async request(method: string, route: string, init: { json?: unknown; body?: BodyInit; query?: Record<string, string | number | undefined>; headers?: Record<string, string> } = {}): Promise<Response> {
+    const url = new URL(this.url + route);
+    for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    const headers: Record<string, string> = { ...(init.headers ?? {}) };
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    let body = init.body;
+    if (init.json !== undefined) {
+      headers['content-type'] = 'application/json';
+      body = JSON.stringify(init.json);
+    }
+    let res: Response;
+    try {
+      res = await fetch(url, { method, headers, body, ...(body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
+    } catch (err) {
+      throw new WarrenError(`cannot reach warren daemon at ${this.url}: ${(err as Error).cause ?? (err as Error).message}`, 'network');
+    }
+    if (!res.ok) {
+      const text = await res.text();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        parsed = { error: { message: text || `HTTP ${res.status}` } };
+      }
+      throw errorFromBody(res.status, parsed);
+    }
+    return res;
+  }
+
+  async json<T>(method: string, route: string, init: Parameters<HttpClient['request']>[2] = {}): Promise<T> {
+    const res = await this.request(method, route, init);
+    if (res.status === 204) return undefined as T;
+    return (await res.json()) as T;
+  }
+}
+
+/** Parses an NDJSON response body line by line. */
+export async function* ndjson<T>(res: Response): AsyncGenerator<T> {
+  if (!res.body) return;
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+    buffered += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buffered.indexOf('\n')) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      if (line.trim()) yield JSON.parse(line) as T;
+    }
+  }
+  if (buffered.trim()) yield JSON.parse(buffered) as T;
+}

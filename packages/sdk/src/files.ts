@@ -1,0 +1,81 @@
+/** Files inside a sandbox. Reads and writes stream; nothing is held whole in memory. */
+import { Readable } from 'node:stream';
+import type { FileStat } from '@warren/protocol';
+import type { HttpClient } from './client.js';
+
+export interface FileOptions {
+  /** Act as this user (default `user`); relative paths resolve against their home. */
+  user?: string;
+}
+
+export type WriteData = string | Uint8Array | Readable | AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
+
+export class Files {
+  constructor(
+    private http: HttpClient,
+    private sandboxId: string,
+  ) {}
+
+  private get base(): string {
+    return `/v1/sandboxes/${this.sandboxId}/files`;
+  }
+
+  /** The whole file as bytes. For large files prefer `readStream`. */
+  async read(path: string, opts: FileOptions = {}): Promise<Buffer> {
+    const res = await this.http.request('GET', this.base, { query: { path, user: opts.user } });
+    return Buffer.from(await res.arrayBuffer());
+  }
+
+  async readText(path: string, opts: FileOptions = {}): Promise<string> {
+    return (await this.read(path, opts)).toString('utf8');
+  }
+
+  /** The file as a Node stream, for files of any size. */
+  async readStream(path: string, opts: FileOptions = {}): Promise<Readable> {
+    const res = await this.http.request('GET', this.base, { query: { path, user: opts.user } });
+    return Readable.fromWeb(res.body as import('node:stream/web').ReadableStream<Uint8Array>);
+  }
+
+  /**
+   * Writes a file (created or replaced whole, atomically). `data` may be a string, bytes or
+   * a stream; streams are sent as they are read.
+   * @example await sbx.files.write('/work/fix.patch', patchBytes)
+   */
+  async write(path: string, data: WriteData, opts: FileOptions & { mode?: number } = {}): Promise<{ size: number; path: string }> {
+    let body: BodyInit;
+    if (typeof data === 'string' || data instanceof Uint8Array) body = data as BodyInit;
+    else if (data instanceof ReadableStream) body = data as BodyInit;
+    else body = Readable.toWeb(data instanceof Readable ? data : Readable.from(data)) as unknown as BodyInit;
+    return this.http.json('PUT', this.base, {
+      body,
+      query: { path, user: opts.user, mode: opts.mode?.toString(8) },
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+  }
+
+  async list(path: string, opts: FileOptions & { depth?: number } = {}): Promise<FileStat[]> {
+    return (await this.http.json<{ entries: FileStat[] }>('GET', `${this.base}/list`, { query: { path, depth: opts.depth, user: opts.user } })).entries;
+  }
+
+  stat(path: string, opts: FileOptions = {}): Promise<FileStat> {
+    return this.http.json('GET', `${this.base}/stat`, { query: { path, user: opts.user } });
+  }
+
+  async exists(path: string, opts: FileOptions = {}): Promise<boolean> {
+    return (await this.http.json<{ exists: boolean }>('GET', `${this.base}/exists`, { query: { path, user: opts.user } })).exists;
+  }
+
+  /** mkdir -p */
+  mkdir(path: string, opts: FileOptions = {}): Promise<FileStat> {
+    return this.http.json('POST', `${this.base}/mkdir`, { json: { path }, query: { user: opts.user } });
+  }
+
+  move(from: string, to: string, opts: FileOptions = {}): Promise<FileStat> {
+    return this.http.json('POST', `${this.base}/move`, { json: { from, to }, query: { user: opts.user } });
+  }
+
+  /** Removes a file or a directory tree; false if it did not exist. */
+  async remove(path: string, opts: FileOptions = {}): Promise<boolean> {
+    return (await this.http.json<{ removed: boolean }>('DELETE', this.base, { query: { path, user: opts.user } })).removed;
+  }
+}

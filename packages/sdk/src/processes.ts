@@ -1,0 +1,95 @@
+/** Processes inside a sandbox: background handles, output by offset, stdin and signals. */
+import type { ExecResult, ExecStreamEvent, ProcessInfo, ProcessOutput } from '@warren/protocol';
+import { ndjson, type HttpClient } from './client.js';
+import { WarrenError, errorFromBody } from './errors.js';
+
+export interface OutputCallbacks {
+  onStdout?: (data: string) => void;
+  onStderr?: (data: string) => void;
+}
+
+/** Reads an exec/follow NDJSON stream to the end, calling back on output. */
+export async function consumeExecStream(res: Response, cb: OutputCallbacks, onStart?: (pid: number) => void): Promise<ExecResult> {
+  let stdout = '';
+  let stderr = '';
+  for await (const ev of ndjson<ExecStreamEvent | { type: 'error'; code: string; message: string }>(res)) {
+    switch (ev.type) {
+      case 'start':
+        onStart?.(ev.pid);
+        break;
+      case 'stdout':
+        stdout += ev.data;
+        cb.onStdout?.(ev.data);
+        break;
+      case 'stderr':
+        stderr += ev.data;
+        cb.onStderr?.(ev.data);
+        break;
+      case 'exit': {
+        const { type: _t, ...exit } = ev;
+        return { ...exit, stdout, stderr };
+      }
+      case 'error':
+        throw errorFromBody(500, { error: { code: ev.code, message: ev.message } });
+    }
+  }
+  throw new WarrenError('the exec stream ended without an exit event (daemon restarted?)', 'unavailable');
+}
+
+/** A process started with `exec(cmd, { background: true })`. */
+export class ProcessHandle {
+  constructor(
+    private http: HttpClient,
+    readonly sandboxId: string,
+    readonly pid: number,
+  ) {}
+
+  private get base(): string {
+    return `/v1/sandboxes/${this.sandboxId}/processes/${this.pid}`;
+  }
+
+  /** Output from the given offsets (all of it by default) and whether it is still running. */
+  output(offsets: { stdoutOffset?: number; stderrOffset?: number } = {}): Promise<ProcessOutput> {
+    return this.http.json('GET', `${this.base}/output`, { query: offsets });
+  }
+
+  /** Waits for exit, streaming output (from the start unless offsets are given). */
+  async wait(cb: OutputCallbacks & { stdoutOffset?: number; stderrOffset?: number } = {}): Promise<ExecResult> {
+    const res = await this.http.request('GET', `${this.base}/output`, {
+      query: { follow: 1, stdoutOffset: cb.stdoutOffset, stderrOffset: cb.stderrOffset },
+    });
+    return consumeExecStream(res, cb);
+  }
+
+  async sendStdin(data: string): Promise<void> {
+    await this.http.json('POST', `${this.base}/stdin`, { json: { data } });
+  }
+
+  async closeStdin(): Promise<void> {
+    await this.http.json('POST', `${this.base}/stdin`, { json: { data: '', close: true } });
+  }
+
+  async signal(signal = 'SIGTERM'): Promise<void> {
+    await this.http.json('POST', `${this.base}/signal`, { json: { signal } });
+  }
+
+  kill(): Promise<void> {
+    return this.signal('SIGKILL');
+  }
+}
+
+export class Processes {
+  constructor(
+    private http: HttpClient,
+    private sandboxId: string,
+  ) {}
+
+  async list(): Promise<ProcessInfo[]> {
+    return (await this.http.json<{ processes: ProcessInfo[] }>('GET', `/v1/sandboxes/${this.sandboxId}/processes`)).processes;
+  }
+
+  /** A handle to a process by pid (for example one listed by `list()`). */
+  get(pid: number): ProcessHandle {
+    return new ProcessHandle(this.http, this.sandboxId, pid);
+  }
+}

@@ -1,0 +1,132 @@
+/** The Sandbox class: the SDK's entry point. */
+import type { CreateSandboxRequest, ExecRequest, ExecResult, SandboxInfo, SandboxList, SandboxState } from '@warren/protocol';
+import { HttpClient, type ConnectionOptions } from './client.js';
+import { CommandError } from './errors.js';
+import { Files } from './files.js';
+import { consumeExecStream, ProcessHandle, Processes, type OutputCallbacks } from './processes.js';
+
+export interface ExecOptions extends OutputCallbacks {
+  cwd?: string;
+  env?: Record<string, string>;
+  /** Run as this user (default `user`; `root` for passwordless root). */
+  user?: string;
+  /** Text written to stdin, then stdin is closed. */
+  stdin?: string;
+  /** Kill the whole process tree after this long; the result has `timedOut: true`. */
+  timeoutSeconds?: number;
+  /** Throw a CommandError (with exitCode, stdout, stderr) unless the exit code is 0. */
+  check?: boolean;
+}
+
+export interface BackgroundOptions extends Omit<ExecOptions, 'check' | 'onStdout' | 'onStderr'> {
+  background: true;
+  tag?: string;
+  /** Keep stdin open for `sendStdin`. */
+  keepStdinOpen?: boolean;
+}
+
+export type CreateOptions = CreateSandboxRequest & ConnectionOptions;
+
+export class Sandbox {
+  readonly files: Files;
+  readonly processes: Processes;
+
+  private constructor(
+    private http: HttpClient,
+    private current: SandboxInfo,
+  ) {
+    this.files = new Files(http, current.id);
+    this.processes = new Processes(http, current.id);
+  }
+
+  get id(): string {
+    return this.current.id;
+  }
+
+  /** The last known state; call `refresh()` for a fresh one. */
+  get info(): SandboxInfo {
+    return this.current;
+  }
+
+  /**
+   * Creates a sandbox and returns once it is ready for exec.
+   * @example const sbx = await Sandbox.create({ template: 'base', ttlSeconds: 3600, metadata: { task: 'fix-123' } })
+   */
+  static async create(opts: CreateOptions = {}): Promise<Sandbox> {
+    const { url, apiKey, ...req } = opts;
+    const http = new HttpClient({ url, apiKey });
+    return new Sandbox(http, await http.json<SandboxInfo>('POST', '/v1/sandboxes', { json: req }));
+  }
+
+  /** Attaches to an existing sandbox by id. */
+  static async connect(id: string, opts: ConnectionOptions = {}): Promise<Sandbox> {
+    const http = new HttpClient(opts);
+    return new Sandbox(http, await http.json<SandboxInfo>('GET', `/v1/sandboxes/${encodeURIComponent(id)}`));
+  }
+
+  /** Lists sandboxes, optionally filtered by metadata and state; follows pagination. */
+  static async list(opts: ConnectionOptions & { metadata?: Record<string, string>; state?: SandboxState } = {}): Promise<SandboxInfo[]> {
+    const http = new HttpClient(opts);
+    const query: Record<string, string | undefined> = { state: opts.state };
+    for (const [k, v] of Object.entries(opts.metadata ?? {})) query[`metadata.${k}`] = v;
+    const all: SandboxInfo[] = [];
+    let cursor: string | undefined;
+    do {
+      const page: SandboxList = await http.json('GET', '/v1/sandboxes', { query: { ...query, cursor } });
+      all.push(...page.sandboxes);
+      cursor = page.nextCursor;
+    } while (cursor);
+    return all;
+  }
+
+  async refresh(): Promise<SandboxInfo> {
+    this.current = await this.http.json('GET', `/v1/sandboxes/${this.id}`);
+    return this.current;
+  }
+
+  /**
+   * Runs a command (a shell string run by bash, or an argv array) and returns its result.
+   * With `background: true`, returns a ProcessHandle at once instead.
+   * @example const r = await sbx.exec('npm test', { timeoutSeconds: 900 })
+   * @example await sbx.exec(['git', 'status'], { check: true })
+   */
+  exec(command: string | string[], opts: BackgroundOptions): Promise<ProcessHandle>;
+  exec(command: string | string[], opts?: ExecOptions): Promise<ExecResult>;
+  async exec(command: string | string[], opts: ExecOptions | BackgroundOptions = {}): Promise<ExecResult | ProcessHandle> {
+    const base: ExecRequest = {
+      ...(Array.isArray(command) ? { argv: command } : { cmd: command }),
+      cwd: opts.cwd,
+      env: opts.env,
+      user: opts.user,
+      stdin: opts.stdin,
+      timeoutSeconds: opts.timeoutSeconds,
+    };
+    const route = `/v1/sandboxes/${this.id}/exec`;
+    if ('background' in opts && opts.background) {
+      const { pid } = await this.http.json<{ pid: number }>('POST', route, { json: { ...base, background: true, tag: opts.tag, keepStdinOpen: opts.keepStdinOpen } });
+      return new ProcessHandle(this.http, this.id, pid);
+    }
+    const o = opts as ExecOptions;
+    let result: ExecResult;
+    if (o.onStdout || o.onStderr) {
+      result = await consumeExecStream(await this.http.request('POST', route, { json: base, query: { stream: 1 } }), o);
+    } else {
+      result = await this.http.json<ExecResult>('POST', route, { json: base });
+    }
+    if (o.check && (result.exitCode !== 0 || result.timedOut)) {
+      throw new CommandError(Array.isArray(command) ? command.join(' ') : command, result);
+    }
+    return result;
+  }
+
+  /** Extends the dead-man's switch: the sandbox now expires `ttlSeconds` from now. */
+  async setTtl(ttlSeconds: number): Promise<SandboxInfo> {
+    this.current = await this.http.json('POST', `/v1/sandboxes/${this.id}/ttl`, { json: { ttlSeconds } });
+    return this.current;
+  }
+
+  /** Destroys the sandbox and everything in it. */
+  async kill(): Promise<void> {
+    await this.http.json('DELETE', `/v1/sandboxes/${this.id}`);
+  }
+}
