@@ -19,7 +19,13 @@ function positiveInt(name: string) {
 program
   .command('daemon')
   .description('run the warren daemon in the foreground')
-  .addOption(new Option('--port <port>', 'TCP port on 127.0.0.1').argParser(positiveInt('--port')))
+  .addOption(
+    new Option('--port <port>', 'TCP port on 127.0.0.1 (0 picks a free one; default $WARREN_PORT or 7070)').argParser((v) => {
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`--port must be 0-65535, got '${v}'`);
+      return n;
+    }),
+  )
   .option('--home <dir>', 'state directory (default $WARREN_HOME or /var/lib/warren)')
   .action(async (opts: { port?: number; home?: string }) => {
     const { startDaemon } = await import('@warren/daemon');

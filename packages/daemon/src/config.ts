@@ -11,6 +11,8 @@ export interface DaemonConfig {
   runscBinary: string;
   /** Interval of the TTL reaper. */
   reapIntervalMs: number;
+  /** Where built templates live; default <home>/templates (tests share one build). */
+  templatesDir: string;
 }
 
 export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
@@ -21,6 +23,7 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     port: overrides.port ?? (env.WARREN_PORT ? Number(env.WARREN_PORT) : DEFAULT_PORT),
     runscBinary: overrides.runscBinary ?? env.WARREN_RUNSC ?? 'runsc',
     reapIntervalMs: overrides.reapIntervalMs ?? 1000,
+    templatesDir: path.resolve(overrides.templatesDir ?? env.WARREN_TEMPLATES ?? path.join(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME, 'templates')),
   };
 }
 
@@ -31,7 +34,6 @@ export function layout(home: string) {
     lockSocket: path.join(home, 'daemon.sock'),
     runscRoot: path.join(home, 'runsc'),
     sandboxes: path.join(home, 'sandboxes'),
-    templates: path.join(home, 'templates'),
     guest: path.join(home, 'guest'),
   };
 }

@@ -43,7 +43,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const config = resolveConfig(overrides);
   const paths = layout(config.home);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
-  for (const dir of [paths.runscRoot, paths.sandboxes, paths.templates]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const dir of [paths.runscRoot, paths.sandboxes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = await acquireHomeLock(paths.lockSocket, config.home);
 
   const registry = new Registry(paths.db);
@@ -59,7 +59,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     hostGuestLibDir: paths.guest,
     log,
   });
-  const templates = new TemplateCatalog(paths.templates);
+  const templates = new TemplateCatalog(config.templatesDir);
   const sandboxes = new SandboxService({ registry, driver, templates, log });
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);

@@ -1,0 +1,162 @@
+/**
+ * End-to-end test harness: starts a real warren daemon (a separate process, as users run
+ * it) on a private WARREN_HOME and a free port, with real runsc sandboxes, and checks that
+ * nothing is left behind when it stops.
+ */
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { HttpClient, Sandbox, type CreateOptions } from '@warren/sdk';
+
+export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const CLI = path.join(REPO, 'packages/cli/dist/main.js');
+export const TEMPLATES = process.env.WARREN_TEMPLATES ?? '/var/lib/warren/templates';
+const TEST_ROOT = '/var/lib/warren-test';
+
+/** Fails loudly (never skips) when the machine lacks what the tests need. */
+export function requirePrerequisites(): void {
+  try {
+    execFileSync('runsc', ['--version'], { stdio: 'pipe' });
+  } catch {
+    throw new Error('runsc is not installed: run `bash scripts/setup.sh` first (installs runsc from bookworm-backports)');
+  }
+  if (!existsSync(path.join(TEMPLATES, 'base/current/rootfs/bin/bash'))) {
+    throw new Error(`template base is not built in ${TEMPLATES}: run \`bash scripts/setup.sh\``);
+  }
+  if (!existsSync(CLI)) throw new Error('warren is not built: run `npm run build`');
+}
+
+export interface DaemonHandle {
+  home: string;
+  url: string;
+  apiKey: string;
+  pid: number;
+  process: ChildProcess;
+  log: () => string;
+  /** Options for SDK calls against this daemon. */
+  conn: { url: string; apiKey: string };
+  http: HttpClient;
+  create(opts?: CreateOptions): Promise<Sandbox>;
+  /** Graceful stop (SIGTERM), sandboxes keep running. */
+  stop(): Promise<void>;
+  /** kill -9 */
+  crash(): Promise<void>;
+  /** Rss of the daemon process in bytes. */
+  rss(): number;
+}
+
+export async function startDaemon(opts: { home?: string; env?: Record<string, string> } = {}): Promise<DaemonHandle> {
+  requirePrerequisites();
+  const home = opts.home ?? mkdtempSync(path.join(ensureDir(TEST_ROOT), 'home-'));
+  const child = spawn(process.execPath, [CLI, 'daemon', '--port', '0', '--home', home], {
+    env: { ...process.env, WARREN_TEMPLATES: TEMPLATES, ...(opts.env ?? {}) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const url = await new Promise<string>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`daemon did not start in 30s:\n${output}`)), 30_000);
+    const onData = () => {
+      const m = /listening on (http:\/\/[0-9.:]+)/.exec(output);
+      if (m) {
+        clearTimeout(timer);
+        resolve(m[1]);
+      }
+    };
+    child.stderr!.on('data', onData);
+    child.on('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`daemon exited with ${code}:\n${output}`));
+    });
+  });
+  const apiKey = readFileSync(path.join(home, 'admin.key'), 'utf8').trim();
+  const conn = { url, apiKey };
+  const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
+  return {
+    home,
+    url,
+    apiKey,
+    pid: child.pid!,
+    process: child,
+    log: () => output,
+    conn,
+    http: new HttpClient(conn),
+    create: (o = {}) => Sandbox.create({ ...conn, ...o }),
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+    },
+    async crash() {
+      child.kill('SIGKILL');
+      await exited;
+    },
+    rss() {
+      const status = readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+    },
+  };
+}
+
+function ensureDir(dir: string): string {
+  execFileSync('mkdir', ['-p', dir]);
+  return dir;
+}
+
+/** runsc containers still registered under a daemon home. */
+export function runscContainers(home: string): string[] {
+  const out = execFileSync('runsc', ['--root', path.join(home, 'runsc'), 'list', '--quiet'], { encoding: 'utf8' });
+  return out.split('\n').filter(Boolean);
+}
+
+/** Host processes that belong to a daemon home (sandboxes, gofers, relays). */
+export function hostProcessesFor(home: string): string[] {
+  const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });
+  return out.split('\n').filter((l) => l.includes(home) && !l.includes('ps -eo'));
+}
+
+/**
+ * Kills every sandbox of the daemon, stops it, and asserts that no runsc container, host
+ * process or sandbox directory is left. Call from `after()`.
+ */
+export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<void> {
+  if (!d) return; // start-up failed; that failure is already reported
+  const list = await Sandbox.list(d.conn).catch(() => []);
+  await Promise.all(list.map((s) => d.http.json('DELETE', `/v1/sandboxes/${s.id}`).catch(() => undefined)));
+  await d.stop();
+  const containers = runscContainers(d.home);
+  const procs = hostProcessesFor(d.home);
+  const dirs = existsSync(path.join(d.home, 'sandboxes')) ? readdirNames(path.join(d.home, 'sandboxes')) : [];
+  const problems = [
+    ...containers.map((c) => `runsc container left: ${c}`),
+    ...procs.map((p) => `host process left: ${p}`),
+    ...dirs.map((x) => `sandbox directory left: ${x}`),
+  ];
+  if (problems.length === 0) rmSync(d.home, { recursive: true, force: true });
+  if (problems.length) throw new Error(`leftovers after the test:\n${problems.join('\n')}`);
+}
+
+function readdirNames(dir: string): string[] {
+  return execFileSync('ls', ['-A', dir], { encoding: 'utf8' }).split('\n').filter(Boolean);
+}
+
+export function sleep(ms: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, ms));
+}
+
+/** Polls until `fn` returns a truthy value or the deadline passes. */
+export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number, what: string): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (err) {
+      last = err;
+    }
+    await sleep(200);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
