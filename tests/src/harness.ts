@@ -118,13 +118,16 @@ export function hostProcessesFor(home: string): string[] {
 
 /**
  * Kills every sandbox of the daemon, stops it, and asserts that no runsc container, host
- * process or sandbox directory is left. Call from `after()`.
+ * process or sandbox directory is left. Whatever is left is then removed by force, so a
+ * failing test still leaves the machine clean. Call from `after()`.
  */
 export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<void> {
   if (!d) return; // start-up failed; that failure is already reported
-  const list = await Sandbox.list(d.conn).catch(() => []);
-  await Promise.all(list.map((s) => d.http.json('DELETE', `/v1/sandboxes/${s.id}`).catch(() => undefined)));
-  await d.stop();
+  if (d.process.exitCode === null && d.process.signalCode === null) {
+    const list = await Sandbox.list(d.conn).catch(() => []);
+    await Promise.all(list.map((s) => d.http.json('DELETE', `/v1/sandboxes/${s.id}`).catch(() => undefined)));
+    await d.stop();
+  }
   const containers = runscContainers(d.home);
   const procs = hostProcessesFor(d.home);
   const dirs = existsSync(path.join(d.home, 'sandboxes')) ? readdirNames(path.join(d.home, 'sandboxes')) : [];
@@ -133,8 +136,26 @@ export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<vo
     ...procs.map((p) => `host process left: ${p}`),
     ...dirs.map((x) => `sandbox directory left: ${x}`),
   ];
-  if (problems.length === 0) rmSync(d.home, { recursive: true, force: true });
-  if (problems.length) throw new Error(`leftovers after the test:\n${problems.join('\n')}`);
+  forceClean(d.home, containers);
+  if (problems.length) throw new Error(`leftovers after the test:\n${problems.join('\n')}\n--- daemon log (tail) ---\n${d.log().slice(-4000)}`);
+}
+
+function forceClean(home: string, containers: string[]): void {
+  for (const id of containers) {
+    try {
+      execFileSync('runsc', ['--root', path.join(home, 'runsc'), 'delete', '--force', id], { stdio: 'ignore', timeout: 20_000 });
+    } catch {
+      // reported above; keep cleaning
+    }
+  }
+  for (const line of hostProcessesFor(home)) {
+    try {
+      process.kill(Number(line.trim().split(/\s+/)[0]), 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  rmSync(home, { recursive: true, force: true });
 }
 
 function readdirNames(dir: string): string[] {

@@ -41,6 +41,9 @@ function installAgent(guestDir: string): void {
 
 export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Logger = pino({ name: 'warrend' })): Promise<RunningDaemon> {
   const config = resolveConfig(overrides);
+  // One stray promise must not take every sandbox's control plane down with it; the bug is
+  // logged loudly instead, and sandboxes survive a daemon restart anyway.
+  process.on('unhandledRejection', (err) => log.error({ err: err instanceof Error ? err.stack : String(err) }, 'BUG: unhandled promise rejection'));
   const paths = layout(config.home);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
   for (const dir of [paths.runscRoot, paths.sandboxes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });

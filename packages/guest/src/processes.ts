@@ -4,10 +4,10 @@
  * when no one is listening and memory stays flat; exit status stays until the sandbox dies.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, statSync, writeSync, type Stats } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
-import { lookupUser, resolvePath } from './users.js';
+import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import type { Channel } from './channel.js';
 
 const OUTPUT_DIR = '/run/warren/procs';
@@ -52,7 +52,7 @@ export class ProcessTable {
     const user = lookupUser(params.user);
     const command = params.argv ?? ['/bin/bash', '-c', params.cmd ?? ''];
     if (!params.argv && !params.cmd) throw new WarrenError('invalid_argument', 'give cmd or argv');
-    const cwd = resolvePath(params.cwd ?? user.home, user);
+    const cwd = checkCwd(resolvePath(params.cwd ?? user.home, user), user);
     const env: Record<string, string> = {
       PATH: BASE_PATH,
       HOME: user.home,
@@ -66,8 +66,11 @@ export class ProcessTable {
     };
     // RLIMIT_NPROC is the per-user process cap gVisor enforces inside the sandbox; the
     // wrapper applies it to the command only, so a fork bomb fails its own forks with EAGAIN
-    // instead of exhausting the sandbox.
-    const argv = this.pidsLimit ? ['/bin/sh', '-c', `ulimit -u ${this.pidsLimit} 2>/dev/null; exec "$@"`, 'warren-exec', ...command] : command;
+    // instead of exhausting the sandbox. The wrapper is there even without a limit so that a
+    // missing or non-executable binary always ends as exit 127/126 with the shell's message,
+    // the same as it does for a `cmd` string, instead of sometimes being a spawn error.
+    const limit = this.pidsLimit ? `ulimit -u ${this.pidsLimit} 2>/dev/null; ` : '';
+    const argv = ['/bin/sh', '-c', `${limit}exec "$@"`, 'warren-exec', ...command];
     let child: ChildProcess;
     try {
       child = spawn(argv[0], argv.slice(1), {
@@ -83,7 +86,9 @@ export class ProcessTable {
     }
     const pid = child.pid;
     if (pid === undefined) {
-      // spawn reports ENOENT (bad cwd or binary) asynchronously; surface it synchronously.
+      // spawn reports its failure as an 'error' event on the next tick; unheard, that event
+      // would crash the agent and with it the sandbox.
+      child.on('error', () => undefined);
       throw new WarrenError('invalid_argument', `cannot start command ${JSON.stringify(command[0])} in ${cwd}`);
     }
     const tracked: Tracked = {
@@ -180,7 +185,9 @@ export class ProcessTable {
   writeStdin(params: GuestOps['proc.stdin']['params']): void {
     const t = this.get(params.pid);
     const stdin = t.child.stdin!;
-    if (stdin.writableEnded) throw new WarrenError('failed_precondition', `stdin of process ${params.pid} is closed`);
+    // Writes after exit would vanish without an error (stdin is destroyed then); say so.
+    if (!t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} has already exited`);
+    if (stdin.writableEnded || stdin.destroyed) throw new WarrenError('failed_precondition', `stdin of process ${params.pid} is closed`);
     if (params.data) stdin.write(params.data);
     if (params.close) stdin.end();
   }
@@ -232,6 +239,20 @@ export class ProcessTable {
       closeSync(t.err.fd);
     }
   }
+}
+
+/** A bad cwd is the caller's mistake; say so clearly instead of failing the spawn. */
+function checkCwd(cwd: string, user: UserIdentity): string {
+  let st: Stats;
+  try {
+    st = statSync(cwd);
+  } catch {
+    throw new WarrenError('invalid_argument', `cwd ${cwd} does not exist`);
+  }
+  if (!st.isDirectory()) throw new WarrenError('invalid_argument', `cwd ${cwd} is not a directory`);
+  requireTraversable(cwd, user);
+  requireAccess(cwd, user, 1, st);
+  return cwd;
 }
 
 function sendExit(t: Tracked, channel: Channel, stream: number): void {

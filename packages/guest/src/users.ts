@@ -83,6 +83,9 @@ export function requireTraversable(target: string, user: UserIdentity): void {
     } catch {
       return; // a missing ancestor surfaces as not_found from the real operation
     }
+    // As the kernel does (ENOTDIR): a file in the middle of a path is a bad path, whatever
+    // its permission bits, not a permission problem.
+    if (!st.isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${d}`);
     requireAccess(d, user, 1, st);
   }
 }

@@ -26,6 +26,11 @@ export interface Frame {
 export const FRAME_HEADER_BYTES = 9;
 /** Largest payload a sender may put in one frame; larger writes are split. */
 export const MAX_FRAME_PAYLOAD = 256 * 1024;
+/**
+ * Largest Message payload (JSON) a decoder accepts. A bigger one is taken for a corrupt
+ * stream and ends the whole channel, so senders must check before they write.
+ */
+export const MAX_MESSAGE_PAYLOAD = MAX_FRAME_PAYLOAD + 1024 * 1024;
 
 export function encodeFrame(kind: FrameKind, stream: number, payload: Buffer | string = Buffer.alloc(0)): Buffer {
   const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
@@ -50,7 +55,7 @@ export class FrameDecoder {
     let offset = 0;
     while (buf.length - offset >= 4) {
       const length = buf.readUInt32BE(offset);
-      if (length < 5 || length > MAX_FRAME_PAYLOAD + 5 + 1024 * 1024) {
+      if (length < 5 || length > Math.max(MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD) + 5) {
         throw new FrameDecodeError(`corrupt frame header (length ${length})`);
       }
       if (buf.length - offset < 4 + length) break;

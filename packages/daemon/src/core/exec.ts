@@ -21,27 +21,51 @@ export interface RunningExec {
   detach(): void;
 }
 
+/**
+ * Stdin longer than this (in UTF-16 units) is sent in several proc.stdin calls after the
+ * start, since one guest message must stay under MAX_MESSAGE_PAYLOAD even when JSON escapes
+ * every unit (at most 6 bytes each).
+ */
+const STDIN_CHUNK_UNITS = 128 * 1024;
+
 export class ExecService {
   constructor(private sandboxes: SandboxService) {}
 
   async start(id: string, req: ExecRequest, callbacks: ExecCallbacks = {}): Promise<RunningExec> {
     const client = this.sandboxes.guest(id, 'exec');
+    const bigStdin = req.stdin !== undefined && req.stdin.length > STDIN_CHUNK_UNITS ? req.stdin : undefined;
     const params = {
       argv: req.argv,
       cmd: req.cmd,
       cwd: req.cwd,
       env: req.env,
       user: req.user,
-      stdin: req.stdin,
-      keepStdinOpen: req.keepStdinOpen,
+      stdin: bigStdin === undefined ? req.stdin : undefined,
+      keepStdinOpen: req.keepStdinOpen || bigStdin !== undefined,
       tag: req.tag,
       timeoutMs: req.timeoutSeconds ? Math.round(req.timeoutSeconds * 1000) : undefined,
     };
+    const feed = async (pid: number) => {
+      if (bigStdin === undefined) return;
+      await sendStdin(client, pid, bigStdin, !req.keepStdinOpen).catch((err: unknown) => {
+        // Like a small stdin, a big one may go unread by a command that has already exited.
+        if (!(err instanceof WarrenError && err.code === 'failed_precondition')) throw err;
+      });
+    };
     if (req.background) {
       const { pid } = await client.request('exec', params);
-      return { pid, done: Promise.reject(new WarrenError('invalid_argument', 'background exec has no result')), detach: () => undefined };
+      await feed(pid);
+      const done = Promise.reject(new WarrenError('invalid_argument', 'background exec has no result; read it through the process'));
+      done.catch(() => undefined); // nobody awaits it; an unhandled rejection would end the daemon
+      return { pid, done, detach: () => undefined };
     }
     const running = await this.subscribe(client, 'exec', { ...params, subscribe: true }, callbacks);
+    try {
+      await feed(running.pid);
+    } catch (err) {
+      running.detach();
+      throw err;
+    }
     callbacks.onStart?.(running.pid);
     return running;
   }
@@ -60,7 +84,7 @@ export class ExecService {
   }
 
   async writeStdin(id: string, pid: number, data: string, close?: boolean): Promise<void> {
-    await this.sandboxes.guest(id, 'processes').request('proc.stdin', { pid, data, close });
+    await sendStdin(this.sandboxes.guest(id, 'processes'), pid, data, close);
   }
 
   async signal(id: string, pid: number, signal: string): Promise<void> {
@@ -101,6 +125,19 @@ export class ExecService {
     const { pid } = await result;
     return { pid, done, detach: () => client.endStream(stream) };
   }
+}
+
+/** Writes stdin in pieces that each fit in one guest message; `close` goes with the last. */
+async function sendStdin(client: GuestClient, pid: number, data: string, close?: boolean): Promise<void> {
+  let at = 0;
+  do {
+    let end = Math.min(data.length, at + STDIN_CHUNK_UNITS);
+    // Never split a surrogate pair: each half alone would be encoded as U+FFFD.
+    const last = data.charCodeAt(end - 1);
+    if (end < data.length && last >= 0xd800 && last <= 0xdbff) end--;
+    await client.request('proc.stdin', { pid, data: data.slice(at, end), close: end >= data.length ? close : undefined });
+    at = end;
+  } while (at < data.length);
 }
 
 function toResult(ev: ExitEvent, stdout: Buffer[], stderr: Buffer[]): ExecResult {

@@ -8,6 +8,7 @@ import {
   FrameKind,
   encodeFrame,
   MAX_FRAME_PAYLOAD,
+  MAX_MESSAGE_PAYLOAD,
   OutputStream,
   STREAM_WINDOW_BYTES,
   WarrenError,
@@ -37,17 +38,31 @@ export class GuestClient {
   private creditWaiters = new Map<number, { inflight: number; wake?: () => void }>();
   private decoder = new FrameDecoder();
   private closeHandlers: Array<(reason: string) => void> = [];
+  private losing = false;
   closed = false;
   closeReason = '';
 
+  /**
+   * @param explainLoss turns a bare "channel closed" into the reason the sandbox died (for
+   *   example out of memory), so callers waiting on the channel learn why.
+   */
   constructor(
     input: Readable,
     private output: Writable,
+    private explainLoss?: (raw: string) => Promise<string>,
   ) {
     input.on('data', (chunk: Buffer) => this.onBytes(chunk));
-    input.on('end', () => this.close('guest channel closed'));
-    input.on('error', (err) => this.close(`guest channel failed: ${err.message}`));
-    output.on('error', (err) => this.close(`guest channel failed: ${err.message}`));
+    input.on('end', () => void this.lose('guest channel closed'));
+    input.on('error', (err) => void this.lose(`guest channel failed: ${err.message}`));
+    output.on('error', (err) => void this.lose(`guest channel failed: ${err.message}`));
+  }
+
+  private async lose(raw: string): Promise<void> {
+    if (this.closed || this.losing) return;
+    this.losing = true;
+    let reason = raw;
+    if (this.explainLoss) reason = await this.explainLoss(raw).catch(() => raw);
+    this.close(reason);
   }
 
   onClose(fn: (reason: string) => void): void {
@@ -74,11 +89,16 @@ export class GuestClient {
   call<K extends GuestOp>(op: K, params: GuestOps[K]['params'], streams?: StreamHandlers): { id: number; result: Promise<GuestOps[K]['result']> } {
     const id = this.nextId++;
     if (this.closed) return { id, result: Promise.reject(new WarrenError('unavailable', `sandbox agent unreachable: ${this.closeReason}`)) };
+    const payload = Buffer.from(JSON.stringify({ id, op, params }), 'utf8');
+    if (payload.length > MAX_MESSAGE_PAYLOAD) {
+      // The agent would take it for a corrupt stream and drop the channel, killing the sandbox.
+      return { id, result: Promise.reject(new WarrenError('too_large', `request to the sandbox agent is too large (${payload.length} bytes of '${op}', at most ${MAX_MESSAGE_PAYLOAD})`)) };
+    }
     if (streams) this.streams.set(id, streams);
     const result = new Promise<GuestOps[K]['result']>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
     });
-    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify({ id, op, params })));
+    this.output.write(encodeFrame(FrameKind.Message, 0, payload));
     return { id, result };
   }
 

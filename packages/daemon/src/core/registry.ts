@@ -112,8 +112,9 @@ export class Registry {
       args.push(q.state);
     }
     for (const [k, v] of Object.entries(q.metadata ?? {})) {
-      where.push('json_extract(metadata, ?) = ?');
-      args.push(`$."${k.replace(/"/g, '""')}"`, v);
+      // json_each compares keys as plain strings, so any key text is safe.
+      where.push('EXISTS (SELECT 1 FROM json_each(metadata) WHERE key = ? AND value = ?)');
+      args.push(k, v);
     }
     if (q.after) {
       where.push('id > ?');

@@ -92,7 +92,7 @@ export class SandboxService {
 
   /** Opens the guest channel, waits for the agent and applies per-sandbox settings. */
   async connect(record: SandboxRecord, streams: GuestStreams): Promise<void> {
-    const client = new GuestClient(streams.fromGuest, streams.toGuest);
+    const client = new GuestClient(streams.fromGuest, streams.toGuest, (raw) => this.explain(record.id, `agent channel lost (${raw})`));
     const live: Live = { client, streams, missed: 0, checking: false };
     this.live.set(record.id, live);
     client.onClose((reason) => {
@@ -176,13 +176,14 @@ export class SandboxService {
   private async onChannelLost(id: string, reason: string): Promise<void> {
     const r = this.opts.registry.get(id);
     if (!r || r.state !== 'running') return;
-    await this.markDead(id, await this.explain(id, `agent channel lost (${reason})`));
+    await this.markDead(id, reason);
   }
 
   private async explain(id: string, fallback: string): Promise<string> {
     const cause = await this.opts.driver.diagnose(id);
-    if (cause.oomKilled) return `out of memory: the sandbox exceeded its memory limit`;
-    if (cause.pidsExhausted) return `too many processes: the sandbox exceeded its process limit`;
+    const limits = this.opts.registry.get(id)?.resources;
+    if (cause.oomKilled) return `the sandbox died: out of memory (it exceeded its ${limits?.memoryMB ?? '?'} MB memory limit)`;
+    if (cause.pidsExhausted) return `the sandbox died: too many processes (it exceeded its limit of ${limits?.pids ?? '?'} processes)`;
     return fallback;
   }
 

@@ -1,0 +1,31 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { DEFAULT_RESOURCES } from '@warren/protocol';
+import { Registry, type SandboxRecord } from './registry.js';
+
+function record(id: string, metadata: Record<string, string>, expiresAt = Date.now() + 60_000): SandboxRecord {
+  return { id, template: 'base', state: 'running', createdAt: Date.now(), expiresAt, metadata, env: {}, resources: DEFAULT_RESOURCES, rootfs: '/x', apiKeyId: 'admin' };
+}
+
+test('registry filters by metadata and state, pages by id, finds expired records', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-reg-'));
+  const reg = new Registry(path.join(dir, 'db'));
+  try {
+    reg.insert(record('sb-a', { team: 'x', 'we"ird': 'q' }));
+    reg.insert(record('sb-b', { team: 'x' }, Date.now() - 1));
+    reg.insert(record('sb-c', { team: 'y' }));
+    reg.setState('sb-c', 'dead', 'out of memory');
+    assert.deepEqual(reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id), ['sb-a', 'sb-b']);
+    assert.deepEqual(reg.list({ metadata: { 'we"ird': 'q' }, limit: 10 }).map((r) => r.id), ['sb-a']);
+    assert.deepEqual(reg.list({ state: 'dead', limit: 10 }).map((r) => [r.id, r.error]), [['sb-c', 'out of memory']]);
+    assert.deepEqual(reg.list({ limit: 1, after: 'sb-a' }).map((r) => r.id), ['sb-b']);
+    assert.deepEqual(reg.expired(Date.now()).map((r) => r.id), ['sb-b']);
+    assert.equal(reg.countLive(), 2);
+  } finally {
+    reg.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# One-command setup for a fresh Debian 12 machine, as root. Idempotent: run it again any time.
+#   bash scripts/setup.sh              install, build, start the daemon, run the demo
+#   bash scripts/setup.sh --no-daemon  install and build only (used by the test command)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. scripts/lib.sh
+
+start_daemon=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-daemon) start_daemon=0 ;;
+    *) die "unknown option $arg (known: --no-daemon)" ;;
+  esac
+done
+
+[ "$(id -u)" = 0 ] || die "run as root (runsc needs root for cgroups and namespaces)"
+export WARREN_HOME="${WARREN_HOME:-/var/lib/warren}"
+
+# --- Debian packages -------------------------------------------------------------------
+need_pkgs=()
+command -v runsc >/dev/null && runsc --version | grep -q 2024 || need_pkgs+=(runsc)
+for p in debootstrap iproute2 procps ca-certificates; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  log "installing Debian packages: ${need_pkgs[*]}"
+  bash scripts/apt-backports.sh
+  apt-get update -qq
+  export DEBIAN_FRONTEND=noninteractive
+  # runsc must come from bookworm-backports: bookworm's own build is an old ptrace-only one.
+  apt-get install -y -qq -t bookworm-backports runsc >/dev/null
+  apt-get install -y -qq debootstrap iproute2 procps ca-certificates >/dev/null
+fi
+log "runsc: $(runsc --version | head -1)"
+
+# --- Node and npm packages -------------------------------------------------------------
+node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+[ "$node_major" -ge 20 ] || die "Node.js 20 or newer is required (found: $(node -v 2>/dev/null || echo none))"
+stamp=node_modules/.warren-lock-hash
+lock_hash=$(sha256sum package-lock.json | cut -c1-16)
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_hash" ]; then
+  log "installing npm packages"
+  npm ci --no-audit --no-fund --loglevel=error
+  echo "$lock_hash" >"$stamp"
+fi
+log "building"
+npm run --silent build
+
+# --- base template ---------------------------------------------------------------------
+mkdir -p "$WARREN_HOME" && chmod 700 "$WARREN_HOME"
+bash templates/base/recipe.sh "$WARREN_HOME"
+
+[ "$start_daemon" = 1 ] || exit 0
+
+# --- daemon and demo -------------------------------------------------------------------
+if ./bin/warren ls >/dev/null 2>&1; then
+  log "daemon already running"
+else
+  log "starting the daemon (log: $WARREN_HOME/daemon.log)"
+  setsid nohup ./bin/warren daemon >>"$WARREN_HOME/daemon.log" 2>&1 </dev/null &
+  for _ in $(seq 1 60); do
+    ./bin/warren ls >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  ./bin/warren doctor || die "the daemon did not come up; see $WARREN_HOME/daemon.log"
+fi
+bash scripts/demo.sh
