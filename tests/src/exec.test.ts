@@ -2,7 +2,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { CommandError, InvalidArgumentError, type Sandbox } from '@warren/sdk';
+import { CommandError, InvalidArgumentError, TooLargeError, type Sandbox } from '@warren/sdk';
 import { startDaemon, stopAndCheckClean, eventually, type DaemonHandle } from './harness.js';
 
 // A hang (a lost exit event, a dead guest channel) must fail one test, not stall the suite.
@@ -231,6 +231,18 @@ test('streaming: the first chunk arrives well before the result', T, async () =>
   assert.ok(doneAt - firstAt >= 1500, `first chunk came only ${doneAt - firstAt} ms before the result`);
 });
 
+test('streaming keeps multi-byte characters whole across chunk boundaries', T, async () => {
+  // 2- and 3-byte characters over many pipe reads and frames, so some end mid-character.
+  const count = 300_000;
+  const chunks: string[] = [];
+  const r = await sbx.exec(`python3 -c "import sys; sys.stdout.write('é✓' * ${count})"`, { onStdout: (data) => chunks.push(data) });
+  assert.ok(chunks.length > 1, 'output came in several chunks');
+  assert.equal(r.stdout, 'é✓'.repeat(count));
+  assert.equal(chunks.join(''), r.stdout);
+  const plain = await sbx.exec(`python3 -c "import sys; sys.stdout.write('é✓' * ${count})"`);
+  assert.equal(plain.stdout, 'é✓'.repeat(count));
+});
+
 test('a binary that does not exist: exit 127 naming it, like a shell (argv and cmd alike)', T, async () => {
   const argv = await sbx.exec(['no-such-binary-xyz', '--flag']);
   assert.equal(argv.exitCode, 127);
@@ -275,6 +287,15 @@ test('invalid input: 400 InvalidArgumentError', T, async () => {
   await assert.rejects(sbx.exec('id', { user: 'nosuchuser' }), InvalidArgumentError);
   // None of that left a process behind or broke the sandbox.
   assert.equal((await sbx.exec('echo ok')).stdout, 'ok\n');
+});
+
+test('a request too large for the sandbox agent: 413, and the sandbox survives', T, async () => {
+  const huge = 'x'.repeat(2 * 1024 * 1024);
+  await assert.rejects(sbx.exec(`echo ${huge}`), (e: Error) => e instanceof TooLargeError && e.status === 413);
+  await assert.rejects(sbx.exec(['echo', huge]), TooLargeError);
+  const env = Object.fromEntries(Array.from({ length: 16 }, (_, i) => [`BIG_${i}`, 'y'.repeat(128 * 1024)]));
+  await assert.rejects(sbx.exec('true', { env }), TooLargeError);
+  assert.equal((await sbx.exec('echo alive')).stdout, 'alive\n');
 });
 
 test('concurrent execs in one sandbox each get their own output', T, async () => {

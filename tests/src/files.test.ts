@@ -321,6 +321,81 @@ test('errors: not found, directory as file, missing path query', async () => {
   }
 });
 
+test('a large upload the agent refuses fails at once and leaves the channel usable', { timeout: 120_000 }, async () => {
+  // More than the stream window, so the daemon is waiting for credit when the refusal comes.
+  const big = randomBytes(32 * MiB);
+  await failsWith(sbx.files.write('/etc/warren-denied.bin', big), PermissionDeniedError);
+  await failsWith(sbx.files.write(`${HOME}/no-such-dir/big.bin`, big), NotFoundError);
+  const stream = pseudoRandomReadable(32 * MiB, 'refused');
+  await failsWith(sbx.files.write('/etc/warren-denied.bin', stream.stream), PermissionDeniedError);
+  assert.equal(await sh('ls -A /etc | grep -c warren-upload || true'), '0');
+  await sbx.files.write(`${HOME}/after-refusal.txt`, 'fine');
+  assert.equal(await sbx.files.readText(`${HOME}/after-refusal.txt`), 'fine');
+});
+
+test('uploads larger than the sandbox disk get 413 and leave nothing', { timeout: 120_000 }, async () => {
+  const small = await d.create({ resources: { diskMB: 64 } });
+  try {
+    // Declared up front: refused before any byte is read.
+    const declared = await failure(small.files.write('big.bin', Buffer.alloc(65 * MiB)));
+    assert.equal(declared.status, 413, declared.message);
+    assert.equal(declared.code, 'too_large');
+    // Streamed without a length: refused once the count passes the limit.
+    const streamed = await failure(small.files.write('big.bin', pseudoRandomReadable(65 * MiB, 'too-large').stream));
+    assert.equal(streamed.status, 413, streamed.message);
+    await eventually(async () => (await small.files.list(HOME)).every((e) => !e.name.startsWith('.warren-upload-')), 15_000, 'temp files to go');
+    assert.equal(await small.files.exists('big.bin'), false);
+    // Exactly at the limit is fine.
+    await small.files.write('edge.bin', pseudoRandomReadable(64 * MiB, 'edge').stream);
+    assert.equal((await small.files.stat('edge.bin')).size, 64 * MiB);
+  } finally {
+    await small.kill().catch(() => undefined);
+  }
+});
+
+test('special files: /proc reads in full, devices and FIFOs are refused, the connection survives', async () => {
+  // procfs reports size 0; the body must still be the whole content with a matching length.
+  for (let i = 0; i < 3; i++) {
+    const meminfo = await sbx.files.readText('/proc/meminfo');
+    assert.match(meminfo, /^MemTotal:/m);
+    const res = await fetch(`${d.url}/v1/sandboxes/${sbx.id}/files?path=/proc/meminfo`, { headers: { authorization: `Bearer ${d.apiKey}` } });
+    const body = Buffer.from(await res.arrayBuffer());
+    assert.equal(res.status, 200);
+    assert.equal(Number(res.headers.get('content-length')), body.length);
+  }
+  await sh('rm -f /tmp/fifo && mkfifo -m 666 /tmp/fifo');
+  for (const p of ['/dev/zero', '/dev/null', '/tmp/fifo']) {
+    const e = await failsWith(sbx.files.read(p), InvalidArgumentError);
+    assert.match(e.message, /not a regular file/);
+  }
+  // Same keep-alive connections, still in step.
+  assert.equal(await sbx.files.readText(`${HOME}/text.txt`), 'héllo wörld ✓ 🐇\nline two\n');
+  assert.equal(await sh('echo alive'), 'alive');
+});
+
+test('a file that grows while it is read comes back whole up to its size at open', { timeout: 180_000 }, async () => {
+  const log = `${HOME}/growing.log`;
+  // seq writes fast enough that the file grows during every read; bounded (~250 MB).
+  const writer = await sbx.exec(`seq 1 30000000 > ${log}`, { background: true });
+  try {
+    await eventually(async () => (await sbx.files.stat(log)).size > 4 * MiB, 30_000, 'the log to grow');
+    for (let i = 0; i < 4; i++) {
+      const text = await sbx.files.readText(log);
+      const lines = text.split('\n');
+      assert.ok(lines.length > 1000, 'read something');
+      // Whole lines, in order, from 1 (the last may be cut mid-line).
+      const bad = lines.slice(0, -1).findIndex((l, n) => l !== String(n + 1));
+      assert.equal(bad, -1, `line ${bad + 1} is ${JSON.stringify(lines[bad])}`);
+    }
+  } finally {
+    await writer.kill().catch(() => undefined);
+    await sbx.files.remove(log).catch(() => undefined);
+  }
+  // The keep-alive connections used for the reads are still in step.
+  assert.equal(await sbx.files.readText(`${HOME}/text.txt`), 'héllo wörld ✓ 🐇\nline two\n');
+  assert.equal(await sh('echo alive'), 'alive');
+});
+
 test('files calls on a killed sandbox get 404', async () => {
   const gone = await d.create();
   await gone.files.write('x.txt', 'x');

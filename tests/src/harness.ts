@@ -4,7 +4,7 @@
  * nothing is left behind when it stops.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HttpClient, Sandbox, type CreateOptions } from '@warren/sdk';
@@ -54,8 +54,14 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
-  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
-  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  // Kept beside the test homes so a daemon that dies mid-test leaves its last words behind.
+  const logFile = `${home}.log`;
+  const keep = (d: Buffer) => {
+    output += d.toString();
+    appendFileSync(logFile, d);
+  };
+  child.stdout!.on('data', keep);
+  child.stderr!.on('data', keep);
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`daemon did not start in 30s:\n${output}`)), 30_000);
     const onData = () => {
@@ -137,6 +143,7 @@ export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<vo
     ...dirs.map((x) => `sandbox directory left: ${x}`),
   ];
   forceClean(d.home, containers);
+  if (!problems.length) rmSync(`${d.home}.log`, { force: true });
   if (problems.length) throw new Error(`leftovers after the test:\n${problems.join('\n')}\n--- daemon log (tail) ---\n${d.log().slice(-4000)}`);
 }
 

@@ -34,7 +34,7 @@ async function info(pid: number): Promise<ProcessInfo | undefined> {
 }
 
 async function exited(pid: number): Promise<ProcessInfo> {
-  return eventually(
+  const p = await eventually(
     async () => {
       const p = await info(pid);
       return p && !p.running ? p : undefined;
@@ -42,6 +42,7 @@ async function exited(pid: number): Promise<ProcessInfo> {
     30_000,
     `process ${pid} to exit`,
   );
+  return p!;
 }
 
 async function release(file: string): Promise<void> {
@@ -96,17 +97,31 @@ test('output is kept when no one listens, including several MiB', T, async () =>
   assert.equal((await sbx.exec('echo ok')).stdout, 'ok\n');
 });
 
+test('multi-byte output read back by pages and by wait() stays whole', T, async () => {
+  const count = 400_000;
+  const h = await sbx.exec(`python3 -c "import sys; sys.stdout.write('é✓' * ${count})"`, { background: true });
+  await exited(h.pid);
+  const out = await h.output();
+  assert.equal(out.stdout, 'é✓'.repeat(count));
+  assert.equal(out.stdoutOffset, 5 * count);
+  const waited = await h.wait();
+  assert.equal(waited.stdout, 'é✓'.repeat(count));
+  // An offset in the middle of the output continues exactly there.
+  const rest = await h.output({ stdoutOffset: 5 * (count - 5) });
+  assert.equal(rest.stdout, 'é✓'.repeat(5));
+});
+
 test('output from offsets returns only newer bytes', T, async () => {
   const go = marker('off');
   const h = await sbx.exec(`echo first; echo err-first >&2; ${waitFor(go)}; echo second; echo err-second >&2`, { background: true });
-  const early = await eventually(
+  const early = (await eventually(
     async () => {
       const o = await h.output();
       return o.stdout === 'first\n' && o.stderr === 'err-first\n' ? o : undefined;
     },
     20_000,
     'first output',
-  );
+  ))!;
   assert.equal(early.running, true);
   assert.equal(early.stdoutOffset, 'first\n'.length);
   assert.equal(early.stderrOffset, 'err-first\n'.length);
@@ -290,10 +305,12 @@ test("a command's lifetime is not tied to the HTTP request that started it", T, 
 
 test('unknown pid: 404 for output, wait, stdin and signal', T, async () => {
   const ghost = sbx.processes.get(999_999);
-  await assert.rejects(ghost.output(), NotFoundError);
-  await assert.rejects(ghost.wait(), NotFoundError);
-  await assert.rejects(ghost.sendStdin('x'), NotFoundError);
-  await assert.rejects(ghost.signal('SIGTERM'), NotFoundError);
+  // The message tells this apart from the 404 of a sandbox that is gone.
+  const noProcess = (e: Error) => e instanceof NotFoundError && e.status === 404 && /no process with pid 999999/.test(e.message);
+  await assert.rejects(ghost.output(), noProcess);
+  await assert.rejects(ghost.wait(), noProcess);
+  await assert.rejects(ghost.sendStdin('x'), noProcess);
+  await assert.rejects(ghost.signal('SIGTERM'), noProcess);
   await assert.rejects(d.http.json('GET', `/v1/sandboxes/${sbx.id}/processes/abc/output`), InvalidArgumentError);
   await assert.rejects(d.http.json('GET', `/v1/sandboxes/${sbx.id}/processes/1/output`, { query: { stdoutOffset: -1 } }), InvalidArgumentError);
 });

@@ -74,7 +74,10 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
 
   const app = buildApp({ registry, sandboxes, exec, files, templates, log, version: VERSION });
   const server: ServerType = await new Promise((resolve) => {
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host }, () => resolve(s));
+    // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
+    // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses
+    // the error response of a refused large upload and breaks the client's next request.
+    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host, autoCleanupIncoming: false }, () => resolve(s));
   });
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host}:${port}`;

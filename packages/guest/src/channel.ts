@@ -8,6 +8,7 @@ import {
   FrameKind,
   encodeFrame,
   MAX_FRAME_PAYLOAD,
+  MAX_MESSAGE_PAYLOAD,
   STREAM_WINDOW_BYTES,
   WarrenError,
   type GuestEvent,
@@ -60,7 +61,15 @@ export class Channel {
 
   sendMessage(msg: GuestResponse | GuestEvent): void {
     if (this.closed) return;
-    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify(msg)));
+    let payload = Buffer.from(JSON.stringify(msg), 'utf8');
+    if (payload.length > MAX_MESSAGE_PAYLOAD) {
+      // The daemon would take an oversized frame for a corrupt stream and drop the channel.
+      process.stderr.write(`warren-agent: message of ${payload.length} bytes is too large\n`);
+      if (!('id' in msg)) return;
+      const error = { code: 'too_large' as const, message: `the sandbox agent's answer is too large (${payload.length} bytes)` };
+      payload = Buffer.from(JSON.stringify({ id: msg.id, ok: false, error } satisfies GuestResponse), 'utf8');
+    }
+    this.output.write(encodeFrame(FrameKind.Message, 0, payload));
   }
 
   sendData(stream: number, data: Buffer): void {

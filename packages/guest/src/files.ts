@@ -4,7 +4,7 @@
  * and directories belong to the calling user.
  */
 import { createReadStream, promises as fsp, lstatSync, statSync, type Stats } from 'node:fs';
-import { closeSync, fsyncSync, openSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, fsyncSync, openSync, readSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { STREAM_WINDOW_BYTES, WarrenError, type FileStat, type FileType, type GuestOps } from '@warren/protocol/wire';
@@ -120,26 +120,73 @@ export async function remove(params: GuestOps['fs.remove']['params']): Promise<b
   return true;
 }
 
-/** Sends the file in credit-limited Data frames after the response. */
+/** Largest size-0 file (procfs, sysfs) that read() sizes by reading it whole first. */
+const MAX_UNSIZED_READ = 8 * 1024 * 1024;
+
+/** Reads a file whose stat size is 0 but may have content, as /proc files do. */
+function readUnsized(fd: number, abs: string): Buffer {
+  const chunks: Buffer[] = [];
+  let total = 0;
+  while (true) {
+    const buf = Buffer.allocUnsafe(64 * 1024);
+    const n = readSync(fd, buf, 0, buf.length, null);
+    if (n === 0) return Buffer.concat(chunks, total);
+    chunks.push(buf.subarray(0, n));
+    total += n;
+    if (total > MAX_UNSIZED_READ) throw new WarrenError('too_large', `${abs} does not report its size and has more than ${MAX_UNSIZED_READ} bytes`);
+  }
+}
+
+/**
+ * Sends the file in credit-limited Data frames after the response: exactly the `size` bytes
+ * announced, since the daemon passes that on as the HTTP Content-Length.
+ */
 export function read(params: GuestOps['file.read']['params'], channel: Channel, stream: number): { size: number; start: () => void } {
   const { user, abs } = target(params.path, params.user);
   const st = statSync(abs);
   if (st.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
   requireAccess(abs, user, READ, st);
+  // Non-blocking: opening a FIFO that has no writer would otherwise hang an agent thread.
+  const fd = openSync(abs, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  let size: number;
+  let whole: Buffer | undefined;
+  try {
+    const fst = fstatSync(fd);
+    // Devices and FIFOs have no size and may never end (/dev/zero).
+    if (!fst.isFile()) throw new WarrenError('invalid_argument', `not a regular file: ${abs}`);
+    size = fst.size;
+    if (size === 0) {
+      whole = readUnsized(fd, abs);
+      size = whole.length;
+    }
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
   const out = channel.openOutgoing(stream);
   const start = () => {
-    const rs = createReadStream(abs, { highWaterMark: 256 * 1024 });
+    let rs: ReturnType<typeof createReadStream> | undefined;
+    let chunks: AsyncIterable<Buffer> | Buffer[];
+    if (whole) {
+      closeSync(fd);
+      chunks = [];
+      for (let at = 0; at < whole.length; at += 256 * 1024) chunks.push(whole.subarray(at, at + 256 * 1024));
+    } else {
+      // A file that grows while it is read (a log) is cut at the announced size.
+      rs = createReadStream('', { fd, start: 0, end: size - 1, highWaterMark: 256 * 1024 });
+      chunks = rs;
+    }
     (async () => {
-      for await (const chunk of rs) {
-        await out.write(chunk as Buffer);
+      for await (const chunk of chunks) {
+        await out.write(chunk);
       }
       out.end();
     })().catch((err: Error) => {
-      rs.destroy();
+      rs?.destroy();
       if (!out.aborted) channel.sendMessage({ event: 'stream-error', stream, code: 'internal', message: err.message });
     });
   };
-  return { size: st.size, start };
+  return { size, start };
 }
 
 /**

@@ -6,13 +6,17 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readSync, statSync, writeSync, type Stats } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
+import { MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD, OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import type { Channel } from './channel.js';
 
 const OUTPUT_DIR = '/run/warren/procs';
 /** After the main process exits, how long to wait for children that still hold its pipes. */
 const PIPE_GRACE_MS = 200;
+/** Most bytes of each stream in one proc.output answer. */
+const OUTPUT_PAGE_BYTES = 256 * 1024;
+/** Room left in a message for the rest of the response around the output. */
+const OUTPUT_MESSAGE_BUDGET = MAX_MESSAGE_PAYLOAD - 64 * 1024;
 const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 interface Subscriber {
@@ -69,7 +73,7 @@ export class ProcessTable {
     // instead of exhausting the sandbox. The wrapper is there even without a limit so that a
     // missing or non-executable binary always ends as exit 127/126 with the shell's message,
     // the same as it does for a `cmd` string, instead of sometimes being a spawn error.
-    const limit = this.pidsLimit ? `ulimit -u ${this.pidsLimit} 2>/dev/null; ` : '';
+    const limit = this.pidsLimit ? `ulimit -p ${this.pidsLimit}; ` : ''; // dash spells RLIMIT_NPROC -p
     const argv = ['/bin/sh', '-c', `${limit}exec "$@"`, 'warren-exec', ...command];
     let child: ChildProcess;
     try {
@@ -150,20 +154,31 @@ export class ProcessTable {
     return [...this.procs.values()].map((t) => ({ ...t.info }));
   }
 
+  /**
+   * One page of output from the offsets. The answer is a single message, which must stay
+   * under MAX_MESSAGE_PAYLOAD or the daemon drops the channel, so callers page through
+   * larger output with the returned offsets until a page comes back empty.
+   */
   output(params: GuestOps['proc.output']['params']): ProcessOutput {
     const t = this.get(params.pid);
-    const max = params.maxBytes ?? 16 * 1024 * 1024;
-    const stdout = readRange(t.out, params.stdoutOffset ?? 0, max);
-    const stderr = readRange(t.err, params.stderrOffset ?? 0, max);
-    return {
-      pid: t.info.pid,
-      stdout: stdout.toString('utf8'),
-      stderr: stderr.toString('utf8'),
-      stdoutOffset: (params.stdoutOffset ?? 0) + stdout.length,
-      stderrOffset: (params.stderrOffset ?? 0) + stderr.length,
-      running: t.info.running,
-      exitCode: t.info.exitCode,
-    };
+    let max = Math.min(params.maxBytes ?? OUTPUT_PAGE_BYTES, OUTPUT_PAGE_BYTES);
+    for (;;) {
+      const { running, exitCode } = t.info;
+      const stdout = readText(t.out, params.stdoutOffset ?? 0, max, running);
+      const stderr = readText(t.err, params.stderrOffset ?? 0, max, running);
+      const result: ProcessOutput = {
+        pid: t.info.pid,
+        stdout: stdout.toString('utf8'),
+        stderr: stderr.toString('utf8'),
+        stdoutOffset: (params.stdoutOffset ?? 0) + stdout.length,
+        stderrOffset: (params.stderrOffset ?? 0) + stderr.length,
+        running,
+        exitCode,
+      };
+      // JSON escaping can grow control characters sixfold; shrink the page until it fits.
+      if (max <= 1024 || Buffer.byteLength(JSON.stringify(result)) <= OUTPUT_MESSAGE_BUDGET) return result;
+      max = Math.floor(max / 2);
+    }
   }
 
   /** Replays output from the offsets, then streams live output and the exit event. */
@@ -175,8 +190,8 @@ export class ProcessTable {
     // another output chunk, so nothing is sent twice or lost in between. (The daemon
     // registers the stream before it sends the call, so replay may precede the response.)
     queueMicrotask(() => {
-      if (replayOut.length) channel.sendData(stream, tagged(OutputStream.stdout, replayOut));
-      if (replayErr.length) channel.sendData(stream, tagged(OutputStream.stderr, replayErr));
+      for (const frame of tagged(OutputStream.stdout, replayOut)) channel.sendData(stream, frame);
+      for (const frame of tagged(OutputStream.stderr, replayErr)) channel.sendData(stream, frame);
       if (t.info.running) this.addSubscriber(t, channel, stream);
       else sendExit(t, channel, stream);
     });
@@ -219,8 +234,8 @@ export class ProcessTable {
     const file = which === 'stdout' ? t.out : t.err;
     writeSync(file.fd, chunk, 0, chunk.length, file.size);
     file.size += chunk.length;
-    const framed = tagged(OutputStream[which], chunk);
-    for (const s of t.subscribers) s.channel.sendData(s.stream, framed);
+    const frames = tagged(OutputStream[which], chunk);
+    for (const s of t.subscribers) for (const frame of frames) s.channel.sendData(s.stream, frame);
   }
 
   private onExit(t: Tracked, code: number | null, signal: NodeJS.Signals | null): void {
@@ -267,11 +282,38 @@ function sendExit(t: Tracked, channel: Channel, stream: number): void {
   });
 }
 
-function tagged(which: number, chunk: Buffer): Buffer {
-  const out = Buffer.allocUnsafe(chunk.length + 1);
-  out[0] = which;
-  chunk.copy(out, 1);
-  return out;
+/**
+ * Output as Data frame payloads, each led by its stream byte. The daemon reads that byte from
+ * every frame, so a chunk longer than one frame is cut here rather than by sendData, which
+ * would leave the later frames untagged.
+ */
+function tagged(which: number, chunk: Buffer): Buffer[] {
+  const frames: Buffer[] = [];
+  for (let at = 0; at < chunk.length; at += MAX_FRAME_PAYLOAD - 1) {
+    const part = chunk.subarray(at, at + MAX_FRAME_PAYLOAD - 1);
+    const out = Buffer.allocUnsafe(part.length + 1);
+    out[0] = which;
+    part.copy(out, 1);
+    frames.push(out);
+  }
+  return frames;
+}
+
+/**
+ * Like readRange, but never ends inside a UTF-8 sequence whose rest is still to come (later
+ * in the file, or from a running process): decoded on its own, each half would become U+FFFD.
+ */
+function readText(file: OutputFile, offset: number, max: number, running: boolean): Buffer {
+  const buf = readRange(file, offset, max);
+  if (!running && offset + buf.length >= file.size) return buf;
+  // Find the start of the last character and check that all its bytes are here.
+  for (let back = 1; back <= Math.min(4, buf.length); back++) {
+    const b = buf[buf.length - back];
+    if ((b & 0xc0) === 0x80) continue; // continuation byte
+    const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
+    return need > back ? buf.subarray(0, buf.length - back) : buf;
+  }
+  return buf;
 }
 
 function readRange(file: OutputFile, offset: number, max: number): Buffer {

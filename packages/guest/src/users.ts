@@ -59,7 +59,8 @@ export function mayAccess(stats: Stats, user: UserIdentity, want: Access): boole
 
 export function requireAccess(target: string, user: UserIdentity, want: Access, stats: Stats = statSync(target)): Stats {
   if (!mayAccess(stats, user, want)) {
-    const what = want === 4 ? 'read' : want === 2 ? 'write' : 'search';
+    // Creating in a directory asks for write and search; name the part that matters.
+    const what = want & 2 ? 'write' : want & 4 ? 'read' : 'search';
     throw new WarrenError('permission_denied', `user '${user.name}' may not ${what} ${target}`);
   }
   return stats;

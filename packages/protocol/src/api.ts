@@ -98,9 +98,14 @@ export interface ExecResult {
 /** One line of an NDJSON exec stream (`POST /exec?stream=1`). */
 export type ExecStreamEvent =
   | { type: 'start'; pid: number }
+  /** Sent every KEEPALIVE_SECONDS while nothing else is, so idle-timeout proxies and HTTP
+   * clients (Node's fetch gives up after 300 s of silence) keep long commands' streams open. */
+  | { type: 'keepalive' }
   | { type: 'stdout'; data: string }
   | { type: 'stderr'; data: string }
   | ({ type: 'exit' } & Omit<ExecResult, 'stdout' | 'stderr'>);
+
+export const KEEPALIVE_SECONDS = 20;
 
 export interface ProcessInfo {
   pid: number;

@@ -17,6 +17,8 @@ export async function consumeExecStream(res: Response, cb: OutputCallbacks, onSt
       case 'start':
         onStart?.(ev.pid);
         break;
+      case 'keepalive':
+        break;
       case 'stdout':
         stdout += ev.data;
         cb.onStdout?.(ev.data);
@@ -48,7 +50,10 @@ export class ProcessHandle {
     return `/v1/sandboxes/${this.sandboxId}/processes/${this.pid}`;
   }
 
-  /** Output from the given offsets (all of it by default) and whether it is still running. */
+  /**
+   * Output from the given offsets (from the start by default; at most 16 MiB of each stream
+   * per call, so pass the returned offsets again for more) and whether it is still running.
+   */
   output(offsets: { stdoutOffset?: number; stderrOffset?: number } = {}): Promise<ProcessOutput> {
     return this.http.json('GET', `${this.base}/output`, { query: offsets });
   }

@@ -107,12 +107,9 @@ export class Sandbox {
       return new ProcessHandle(this.http, this.id, pid);
     }
     const o = opts as ExecOptions;
-    let result: ExecResult;
-    if (o.onStdout || o.onStderr) {
-      result = await consumeExecStream(await this.http.request('POST', route, { json: base, query: { stream: 1 } }), o);
-    } else {
-      result = await this.http.json<ExecResult>('POST', route, { json: base });
-    }
+    // Always the streaming form: its keepalives let commands run longer than fetch's
+    // 300-second idle limit, and output can be shown as it comes.
+    const result = await consumeExecStream(await this.http.request('POST', route, { json: base, query: { stream: 1 } }), o);
     if (o.check && (result.exitCode !== 0 || result.timedOut)) {
       throw new CommandError(Array.isArray(command) ? command.join(' ') : command, result);
     }

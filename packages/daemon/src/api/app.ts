@@ -10,6 +10,7 @@ import type { FileService } from '../core/files.js';
 import type { TemplateCatalog } from '../templates/catalog.js';
 import { requireApiKey, type AuthVars } from './auth.js';
 import { errorResponse } from './errors.js';
+import { lingerOnUnreadBody } from './body.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
@@ -31,6 +32,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.onError((err, c) => errorResponse(c, err, deps.log));
   app.notFound((c) => errorResponse(c, new WarrenError('not_found', `no route for ${c.req.method} ${c.req.path}`), deps.log));
 
+  app.use('*', lingerOnUnreadBody);
   app.use('/v1/*', requireApiKey(deps.registry));
   // File uploads stream and are limited by the sandbox's disk size instead.
   app.use('/v1/*', async (c, next) => {

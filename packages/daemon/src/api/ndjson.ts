@@ -1,5 +1,5 @@
 /** Newline-delimited JSON responses for live streams (exec output, process follow). */
-import type { ExecStreamEvent } from '@warren/protocol';
+import { KEEPALIVE_SECONDS, type ExecStreamEvent } from '@warren/protocol';
 
 export interface EventSink {
   send(event: ExecStreamEvent | { type: 'error'; code: string; message: string }): void;
@@ -14,22 +14,32 @@ export function ndjsonResponse(produce: (sink: EventSink) => () => void): Respon
   const encoder = new TextEncoder();
   let detach: (() => void) | undefined;
   let closed = false;
+  let lastSent = Date.now();
+  let keepalive: NodeJS.Timeout | undefined;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       const sink: EventSink = {
         send(event) {
-          if (!closed) controller.enqueue(encoder.encode(JSON.stringify(event) + '\n'));
+          if (closed) return;
+          lastSent = Date.now();
+          controller.enqueue(encoder.encode(JSON.stringify(event) + '\n'));
         },
         close() {
           if (closed) return;
           closed = true;
+          clearInterval(keepalive);
           controller.close();
         },
       };
+      keepalive = setInterval(() => {
+        if (Date.now() - lastSent >= KEEPALIVE_SECONDS * 1000) sink.send({ type: 'keepalive' });
+      }, 1000);
+      keepalive.unref();
       detach = produce(sink);
     },
     cancel() {
       closed = true;
+      clearInterval(keepalive);
       detach?.();
     },
   });

@@ -27,6 +27,8 @@ export interface RunningExec {
  * every unit (at most 6 bytes each).
  */
 const STDIN_CHUNK_UNITS = 128 * 1024;
+/** Most output per stream that one `output` call returns; page with the offsets for more. */
+const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 
 export class ExecService {
   constructor(private sandboxes: SandboxService) {}
@@ -79,8 +81,26 @@ export class ExecService {
     return (await this.sandboxes.guest(id, 'processes').request('proc.list', {})).processes;
   }
 
+  /** Output from the offsets, up to MAX_OUTPUT_BYTES per stream, gathered from the agent's pages. */
   async output(id: string, pid: number, stdoutOffset?: number, stderrOffset?: number): Promise<ProcessOutput> {
-    return this.sandboxes.guest(id, 'processes').request('proc.output', { pid, stdoutOffset, stderrOffset });
+    const client = this.sandboxes.guest(id, 'processes');
+    const first = await client.request('proc.output', { pid, stdoutOffset, stderrOffset });
+    const stdout = [first.stdout];
+    const stderr = [first.stderr];
+    let last = first;
+    let prev = { stdout: stdoutOffset ?? 0, stderr: stderrOffset ?? 0 };
+    while (
+      (last.stdoutOffset > prev.stdout || last.stderrOffset > prev.stderr) &&
+      last.stdoutOffset - (stdoutOffset ?? 0) < MAX_OUTPUT_BYTES &&
+      last.stderrOffset - (stderrOffset ?? 0) < MAX_OUTPUT_BYTES
+    ) {
+      prev = { stdout: last.stdoutOffset, stderr: last.stderrOffset };
+      last = await client.request('proc.output', { pid, stdoutOffset: last.stdoutOffset, stderrOffset: last.stderrOffset });
+      stdout.push(last.stdout);
+      stderr.push(last.stderr);
+    }
+    // running and exitCode from the last page, which was read after all of the output.
+    return { ...last, stdout: stdout.join(''), stderr: stderr.join('') };
   }
 
   async writeStdin(id: string, pid: number, data: string, close?: boolean): Promise<void> {

@@ -1,5 +1,6 @@
 /** File access inside a sandbox, streamed both ways through the guest channel. */
-import type { Readable } from 'node:stream';
+import { Transform, pipeline, type Readable } from 'node:stream';
+import { WarrenError } from '@warren/protocol';
 import type { FileStat } from '@warren/protocol';
 import type { SandboxService } from './sandboxes.js';
 
@@ -13,7 +14,7 @@ export class FileService {
     const body = client.readableFor(stream);
     try {
       const { size } = await result;
-      return { size, body };
+      return { size, body: exactly(size, body) };
     } catch (err) {
       body.destroy();
       throw err;
@@ -33,7 +34,8 @@ export class FileService {
       }
     } catch (err) {
       client.notify('cancel', { stream });
-      throw err;
+      // When the agent refused the write, its reason beats the sender's "stream closed".
+      throw failed ?? err;
     }
     if (failed) throw failed;
     client.sendEnd(stream);
@@ -59,4 +61,27 @@ export class FileService {
   async remove(id: string, path: string, user?: string): Promise<boolean> {
     return (await this.sandboxes.guest(id, 'files').request('fs.remove', { path, user })).removed;
   }
+}
+
+/**
+ * Passes on exactly `size` bytes or fails. The size becomes the response's Content-Length, so
+ * a byte more would corrupt the client's connection and a byte less would leave it waiting;
+ * failing instead aborts the response, which the client sees as an incomplete body.
+ */
+function exactly(size: number, source: Readable): Readable {
+  let seen = 0;
+  const guard = new Transform({
+    transform(chunk: Buffer, _encoding, done) {
+      seen += chunk.length;
+      if (seen > size) done(new WarrenError('internal', `the file grew past its announced ${size} bytes while being read`));
+      else done(null, chunk);
+    },
+    flush(done) {
+      done(seen === size ? null : new WarrenError('internal', `the file ended after ${seen} of its announced ${size} bytes`));
+    },
+  });
+  // Destroying either side (the HTTP client went away, or a mismatch) destroys the other,
+  // which cancels the agent's stream.
+  pipeline(source, guard, () => undefined);
+  return guard;
 }

@@ -135,10 +135,13 @@ export class GuestClient {
     }
     for (let at = 0; at < chunk.length; at += MAX_FRAME_PAYLOAD) {
       const part = chunk.subarray(at, at + MAX_FRAME_PAYLOAD);
-      while (!this.closed && state.inflight > 0 && state.inflight + part.length > STREAM_WINDOW_BYTES) {
+      while (!this.closed && this.pending.has(stream) && state.inflight > 0 && state.inflight + part.length > STREAM_WINDOW_BYTES) {
         await new Promise<void>((resolve) => (state!.wake = resolve));
       }
       if (this.closed) throw new WarrenError('unavailable', `sandbox agent unreachable: ${this.closeReason}`);
+      // The agent answers a streamed call only after End, so an answer now is a refusal: it
+      // has dropped the stream and will grant no more credit. The call's result says why.
+      if (!this.pending.has(stream)) throw new WarrenError('unavailable', `the sandbox agent closed stream ${stream}`);
       state.inflight += part.length;
       this.output.write(encodeFrame(FrameKind.Data, stream, part));
     }
@@ -230,8 +233,13 @@ export class GuestClient {
     if (msg.ok) p.resolve(msg.result);
     else {
       this.streams.delete(msg.id);
+      const credit = this.creditWaiters.get(msg.id);
       this.creditWaiters.delete(msg.id);
       p.reject(new WarrenError(msg.error.code, msg.error.message));
+      // A sender blocked on credit for this call would otherwise wait forever: the agent
+      // has dropped the stream and grants nothing more. Woken after the rejection so the
+      // caller sees the agent's reason first.
+      credit?.wake?.();
     }
   }
 }

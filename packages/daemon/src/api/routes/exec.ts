@@ -1,4 +1,5 @@
 /** /v1/sandboxes/:id/exec and /processes. */
+import { StringDecoder } from 'node:string_decoder';
 import { Hono } from 'hono';
 import { ExecRequest, SignalRequest, StdinRequest, WarrenError } from '@warren/protocol';
 import type { ExecCallbacks, ExecService, RunningExec } from '../../core/exec.js';
@@ -25,9 +26,12 @@ function streamProcess(begin: (cb: ExecCallbacks) => Promise<RunningExec>): Prom
     let sinkRef: EventSink | undefined;
     const buffered: Array<Parameters<EventSink['send']>[0]> = [];
     const emit = (e: Parameters<EventSink['send']>[0]) => (sinkRef ? sinkRef.send(e) : buffered.push(e));
+    // Chunks may end inside a UTF-8 character; decoding each alone would garble it.
+    const decoders = { stdout: new StringDecoder('utf8'), stderr: new StringDecoder('utf8') };
+    const text = (type: 'stdout' | 'stderr', data: string) => data && emit({ type, data });
     begin({
-      onStdout: (d) => emit({ type: 'stdout', data: d.toString('utf8') }),
-      onStderr: (d) => emit({ type: 'stderr', data: d.toString('utf8') }),
+      onStdout: (d) => text('stdout', decoders.stdout.write(d)),
+      onStderr: (d) => text('stderr', decoders.stderr.write(d)),
     }).then((running) => {
       resolve(
         ndjsonResponse((sink) => {
@@ -36,6 +40,8 @@ function streamProcess(begin: (cb: ExecCallbacks) => Promise<RunningExec>): Prom
           for (const e of buffered) sink.send(e);
           running.done.then(
             ({ stdout: _o, stderr: _e, ...exit }) => {
+              text('stdout', decoders.stdout.end());
+              text('stderr', decoders.stderr.end());
               sink.send({ type: 'exit', ...exit });
               sink.close();
             },

@@ -6,6 +6,7 @@ import type { FileService } from '../../core/files.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
+import { bodyChunks } from '../body.js';
 
 function pathQuery(c: Context): string {
   const p = c.req.query('path');
@@ -18,9 +19,9 @@ function userQuery(c: Context): string | undefined {
 }
 
 /** Counts bytes as they pass and fails the upload once it exceeds the sandbox's disk size. */
-async function* limited(body: ReadableStream<Uint8Array>, maxBytes: number): AsyncIterable<Uint8Array> {
+async function* limited(body: AsyncIterable<Uint8Array>, maxBytes: number): AsyncIterable<Uint8Array> {
   let total = 0;
-  for await (const chunk of body as unknown as AsyncIterable<Uint8Array>) {
+  for await (const chunk of body) {
     total += chunk.byteLength;
     if (total > maxBytes) throw new WarrenError('too_large', `upload exceeds the sandbox's disk size (${maxBytes} bytes)`);
     yield chunk;
@@ -50,8 +51,7 @@ export function fileRoutes(files: FileService, sandboxes: SandboxService): Hono<
     if (mode !== undefined && (!Number.isInteger(mode) || mode < 0 || mode > 0o7777)) {
       throw new WarrenError('invalid_argument', 'mode must be octal, for example 644 or 0755');
     }
-    const body = c.req.raw.body ?? new ReadableStream<Uint8Array>({ start: (ctl) => ctl.close() });
-    return c.json(await files.write(id, pathQuery(c), limited(body, maxBytes), userQuery(c), mode));
+    return c.json(await files.write(id, pathQuery(c), limited(bodyChunks(c), maxBytes), userQuery(c), mode));
   });
 
   app.delete('/:id/files', async (c) => c.json({ removed: await files.remove(c.req.param('id'), pathQuery(c), userQuery(c)) }));

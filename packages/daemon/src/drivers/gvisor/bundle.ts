@@ -29,7 +29,11 @@ export interface BundleInputs extends StartSpec {
   hostNodeBinary: string;
   hostGuestLibDir: string;
   cgroupsPath: string;
-  /** Host-level task cap: a backstop above the in-sandbox limit, protecting the host. */
+  /**
+   * Host-level task cap: a backstop above the in-sandbox limit (RLIMIT_NPROC, set by the
+   * agent), protecting the host. Measured: a fork bomb held at 128 guest processes used about
+   * 330 host tasks (systrap stubs and Sentry threads), hence the factor of 4 plus headroom.
+   */
   hostPidsLimit: number;
 }
 

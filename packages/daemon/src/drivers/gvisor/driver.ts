@@ -49,7 +49,7 @@ export class GvisorDriver implements SandboxDriver {
       hostNodeBinary: this.opts.hostNodeBinary,
       hostGuestLibDir: this.opts.hostGuestLibDir,
       cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
-      hostPidsLimit: spec.resources.pids * 2 + 256,
+      hostPidsLimit: spec.resources.pids * 4 + 512,
     });
     await writeFile(path.join(dir, 'config.json'), JSON.stringify(oci, null, 1));
     const child = this.runsc.spawn(

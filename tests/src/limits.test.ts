@@ -1,0 +1,127 @@
+/**
+ * Resource limits are enforced, and a sandbox that blows through them fails its own command
+ * or dies with a clear reason, while a neighbour sandbox and the daemon stay responsive.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import type { Sandbox } from '@warren/sdk';
+import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+
+let d: DaemonHandle;
+let neighbour: Sandbox;
+before(async () => {
+  d = await startDaemon();
+  neighbour = await d.create({ metadata: { role: 'neighbour' } });
+});
+after(async () => {
+  await stopAndCheckClean(d);
+});
+
+/** Runs exec('true') on the neighbour and /v1/health every 500 ms; records the slowest. */
+function watchNeighbour(): { stop(): Promise<{ worst: number; failures: string[] }> } {
+  let worst = 0;
+  const failures: string[] = [];
+  let running = true;
+  const loop = (async () => {
+    while (running) {
+      const t0 = Date.now();
+      try {
+        const r = await neighbour.exec('echo ok');
+        if (r.stdout !== 'ok\n') failures.push(`neighbour said ${JSON.stringify(r.stdout)}`);
+        await d.http.json('GET', '/v1/health');
+      } catch (err) {
+        failures.push((err as Error).message);
+      }
+      worst = Math.max(worst, Date.now() - t0);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { worst, failures };
+    },
+  };
+}
+
+/** Either the command failed, or the sandbox died and said why. */
+async function assertContained(sbx: Sandbox, outcome: { exitCode?: number | null; timedOut?: boolean } | Error, reason: RegExp): Promise<void> {
+  if (outcome instanceof Error) {
+    assert.match(outcome.message, reason, 'the caller learns why the sandbox died');
+    const info = await sbx.refresh();
+    assert.equal(info.state, 'dead');
+    assert.match(info.error ?? '', reason);
+  } else {
+    assert.ok(outcome.timedOut || outcome.exitCode !== 0, `the runaway command must fail, got ${JSON.stringify(outcome)}`);
+  }
+}
+
+test('memory limit is enforced and a memory hog is contained', async () => {
+  const hog = await d.create({ resources: { memoryMB: 256 } });
+  const total = await hog.exec("awk '/MemTotal/ {print $2}' /proc/meminfo");
+  assert.ok(Number(total.stdout) <= 256 * 1024, `the sandbox sees at most 256 MB, saw ${total.stdout.trim()} kB`);
+  const watch = watchNeighbour();
+  // python fails its own allocation; node touches pages until the sandbox runs out.
+  const py = await hog.exec('python3 -c "a=[]\nwhile True: a.append(bytearray(16*1024*1024))"', { timeoutSeconds: 60 }).catch((e: Error) => e);
+  await assertContained(hog, py, /out of memory/);
+  const alive = (await hog.refresh()).state === 'running';
+  if (alive) {
+    const js = await hog.exec('node -e "const a=[]; for(;;) a.push(Buffer.alloc(16*1024*1024, 1))"', { timeoutSeconds: 60 }).catch((e: Error) => e);
+    await assertContained(hog, js, /out of memory/);
+  }
+  const { worst, failures } = await watch.stop();
+  assert.deepEqual(failures, [], 'the neighbour and the daemon kept answering');
+  assert.ok(worst < 10_000, `the neighbour answered within 10 s at worst (took ${worst} ms)`);
+  await hog.kill();
+});
+
+test('process limit is enforced and a fork bomb is contained', async () => {
+  const bomb = await d.create({ resources: { pids: 128, memoryMB: 1024 } });
+  const watch = watchNeighbour();
+  const handle = await bomb.exec(':(){ :|:& };:; sleep 600', { background: true, tag: 'bomb' });
+  await new Promise((r) => setTimeout(r, 6000));
+  const info = await bomb.refresh();
+  if (info.state === 'dead') {
+    assert.match(info.error ?? '', /out of memory|too many processes/, 'a dead sandbox says why');
+  } else {
+    // Counted as root: the cap is per user, so root can still look.
+    const count = await bomb.exec('ps -u user --no-headers | wc -l', { user: 'root' });
+    // +1: a process that is exiting can still be listed for a moment.
+    assert.ok(Number(count.stdout) <= 129, `at most 128 processes for the user, saw ${count.stdout.trim()}`);
+    const failed = await bomb.exec('su -s /bin/sh user -c true 2>&1; echo rc=$?', { user: 'root' });
+    assert.match(failed.stdout, /rc=[1-9]/, 'the user cannot start more processes while the bomb runs');
+    // Signals reach the command's whole process group, so the bomb can be stopped.
+    await handle.kill();
+    await new Promise((r) => setTimeout(r, 1000));
+    const left = await bomb.exec('ps -u user --no-headers | wc -l', { user: 'root' });
+    assert.ok(Number(left.stdout) <= 2, `the bomb is gone (${left.stdout.trim()} processes left)`);
+    const ok = await bomb.exec('echo usable again');
+    assert.equal(ok.stdout, 'usable again\n');
+  }
+  const { worst, failures } = await watch.stop();
+  assert.deepEqual(failures, []);
+  assert.ok(worst < 10_000, `the neighbour answered within 10 s at worst (took ${worst} ms)`);
+  await bomb.kill();
+});
+
+test('cpu limit: a sandbox with 1 cpu cannot use more than one core', async () => {
+  const sbx = await d.create({ resources: { cpus: 1 } });
+  // Two busy loops for 3 s of wall time: with a 1-cpu quota they get about 3 s of CPU together.
+  const r = await sbx.exec(
+    `python3 - <<'EOF'
+import multiprocessing, time, os
+def spin():
+    end = time.time() + 3
+    while time.time() < end: pass
+ps = [multiprocessing.Process(target=spin) for _ in range(2)]
+[p.start() for p in ps]; [p.join() for p in ps]
+t = os.times(); print(t.children_user + t.children_system)
+EOF`,
+    { timeoutSeconds: 60 },
+  );
+  assert.equal(r.exitCode, 0, r.stderr);
+  const cpuSeconds = Number(r.stdout.trim());
+  assert.ok(cpuSeconds < 4.5, `two spinners under a 1-cpu quota used ${cpuSeconds}s of CPU in 3s`);
+  await sbx.kill();
+});
