@@ -1,1 +1,146 @@
-export {};
+/**
+ * warren benchmarks. Not part of the tests.
+ *
+ *   npx tsc -b bench && npm run bench                       # everything (about 3-5 minutes)
+ *   node bench/dist/run.js create exec files spawn rss     # a subset, any order
+ *   node bench/dist/run.js exec --n exec=300,spawn=200      # iteration counts
+ *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
+ *   node bench/dist/run.js --json results.json              # also write all samples as JSON
+ *
+ * Needs what the e2e tests need (runsc, the base template, a built warren) and root.
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import os from 'node:os';
+import { Context, DEFAULT_ITERS, loadavg, runningSandboxes, SUITES, type Iters, type SuiteName } from './context.js';
+import { runCreate } from './suites/create.js';
+import { runExec } from './suites/exec.js';
+import { runFiles } from './suites/files.js';
+import { runRss } from './suites/rss.js';
+import { runSpawn } from './suites/spawn.js';
+
+const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
+  rss: runRss,
+  create: runCreate,
+  exec: runExec,
+  files: runFiles,
+  spawn: runSpawn,
+};
+const PRINT_GROUPS: Record<SuiteName, string[]> = {
+  rss: ['rss'],
+  create: ['create'],
+  exec: ['exec'],
+  files: ['files'],
+  spawn: ['spawn (inside gVisor)', 'spawn (host, for comparison)'],
+};
+
+function usage(msg?: string): never {
+  if (msg) console.error(msg);
+  console.error(`usage: node bench/dist/run.js [${SUITES.join('|')} ...] [--n suite=N,...] [--scale X] [--json FILE]
+  defaults: ${Object.entries(DEFAULT_ITERS).map(([k, v]) => `${k}=${v}`).join(',')}; env BENCH_N and BENCH_SCALE work like --n and --scale`);
+  process.exit(2);
+}
+
+function parseIters(spec: string | undefined, iters: Iters): void {
+  if (!spec) return;
+  for (const part of spec.split(',').filter(Boolean)) {
+    const [k, v] = part.split('=');
+    if (!(k in iters) || !/^\d+$/.test(v ?? '') || Number(v) < 1) usage(`bad iteration count "${part}"`);
+    iters[k as keyof Iters] = Number(v);
+  }
+}
+
+function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: string } {
+  const iters: Iters = { ...DEFAULT_ITERS };
+  const scale = Number(process.env.BENCH_SCALE ?? 1);
+  let scaleArg: number | undefined;
+  let nSpec: string | undefined;
+  let json: string | undefined;
+  const picked: SuiteName[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a === '--n') nSpec = argv[++i];
+    else if (a.startsWith('--n=')) nSpec = a.slice(4);
+    else if (a === '--scale') scaleArg = Number(argv[++i]);
+    else if (a.startsWith('--scale=')) scaleArg = Number(a.slice(8));
+    else if (a === '--json') json = argv[++i];
+    else if (a.startsWith('--json=')) json = a.slice(7);
+    else if (a === '-h' || a === '--help') usage();
+    else if ((SUITES as readonly string[]).includes(a)) picked.push(a as SuiteName);
+    else usage(`unknown argument "${a}"`);
+  }
+  const s = scaleArg ?? scale;
+  if (!(s > 0)) usage('scale must be a positive number');
+  for (const k of Object.keys(iters) as (keyof Iters)[]) iters[k] = Math.max(k === 'files' || k === 'rss' || k === 'create' ? 2 : 5, Math.round(iters[k] * s));
+  parseIters(process.env.BENCH_N, iters);
+  parseIters(nSpec, iters);
+  // rss first: it wants a fresh daemon before anything else has run in it.
+  const suites = SUITES.filter((x) => picked.length === 0 || picked.includes(x));
+  return { suites, iters, json };
+}
+
+function runscVersion(): string {
+  try {
+    return execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0];
+  } catch {
+    return 'runsc: not found';
+  }
+}
+
+async function main(): Promise<void> {
+  const { suites, iters, json } = parseArgs(process.argv.slice(2));
+  if (process.getuid?.() !== 0) console.warn('warning: not root; runsc and cgroups need root');
+  const ctx = new Context(iters);
+  let stopping = false;
+  const onSignal = (sig: NodeJS.Signals) => {
+    if (stopping) return;
+    stopping = true;
+    console.error(`\n${sig}: cleaning up…`);
+    void ctx.cleanupAll().finally(() => process.exit(130));
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  const started = new Date();
+  const t0 = performance.now();
+  const header = [
+    `warren bench, ${started.toISOString()}`,
+    `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, kernel ${os.release()}, node ${process.version}, ${runscVersion()}`,
+    `suites: ${suites.join(' ')}; iterations: ${Object.entries(iters).map(([k, v]) => `${k}=${v}`).join(' ')}`,
+    `at start: load ${loadavg()}, ${runningSandboxes()} gVisor sandboxes running on this host`,
+  ];
+  console.log(header.join('\n'));
+
+  let failed = false;
+  for (const s of suites) {
+    const ts = performance.now();
+    console.log(`\n[${s}] running… (load ${loadavg()}, ${runningSandboxes()} sandboxes on host)`);
+    try {
+      await RUNNERS[s](ctx);
+      console.log(`[${s}] done in ${((performance.now() - ts) / 1000).toFixed(1)} s`);
+    } catch (err) {
+      failed = true;
+      console.error(`[${s}] FAILED: ${(err as Error).stack ?? err}`);
+      ctx.report.note(`suite ${s} failed: ${(err as Error).message}`);
+    }
+    if (stopping) return;
+  }
+  await ctx.cleanupAll();
+
+  const footer = `at end: load ${loadavg()}, ${runningSandboxes()} gVisor sandboxes running on this host; total ${((performance.now() - t0) / 1000).toFixed(0)} s`;
+  console.log(`\n${header[0]}\n${header[1]}\n${header[3]}\n${footer}`);
+  console.log('p95/p99 are the bad tail: high for ms and MB, low for MiB/s. Ratios compare p50s.');
+  for (const s of suites) for (const g of PRINT_GROUPS[s]) ctx.report.printSuite(g);
+  ctx.report.printTargets();
+  for (const n of ctx.report.notes) console.log(`note: ${n}`);
+  if (json) {
+    writeFileSync(json, JSON.stringify({ started: started.toISOString(), header, footer, iters, suites, ...(ctx.report.toJSON() as object) }, null, 1));
+    console.log(`\nsamples written to ${json}`);
+  }
+  if (failed) process.exitCode = 1;
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exitCode = 1;
+});

@@ -197,6 +197,7 @@ export class SandboxService {
     try {
       await live.client.request('ping', {}, HEARTBEAT_TIMEOUT_MS);
       live.missed = 0;
+      await this.enforceDisk(id);
     } catch {
       live.missed++;
       const cause = await this.opts.driver.diagnose(id);
@@ -205,6 +206,20 @@ export class SandboxService {
       }
     } finally {
       live.checking = false;
+    }
+  }
+
+  /**
+   * gVisor's overlay has no size limit and this kernel has no filesystem quotas, so diskMB
+   * is enforced from outside: a sandbox whose writes exceed it is stopped, with that reason.
+   * (Uploads through the API are refused up front instead; see api/routes/files.ts.)
+   */
+  private async enforceDisk(id: string): Promise<void> {
+    const r = this.opts.registry.get(id);
+    if (!r || r.state !== 'running') return;
+    const used = await this.opts.driver.diskUsage(id);
+    if (used > r.resources.diskMB * 1024 * 1024) {
+      await this.markDead(id, `the sandbox was stopped: disk limit exceeded (it wrote ${Math.round(used / 1048576)} MB, limit ${r.resources.diskMB} MB)`);
     }
   }
 }

@@ -42,4 +42,6 @@ export interface SandboxDriver {
   list(): Promise<DriverSandbox[]>;
   /** Best-effort reason for a sandbox that stopped answering. */
   diagnose(id: string): Promise<DeathCause>;
+  /** Bytes of host disk the sandbox's own writes occupy. */
+  diskUsage(id: string): Promise<number>;
 }

@@ -5,7 +5,7 @@
  * sandbox's writes go to a filestore file in the sandbox's own host directory
  * (--overlay2=root:dir=...). See docs/storage.md for the measurements behind this.
  */
-import { mkdir, readdir, rm, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -31,6 +31,8 @@ const CGROUP_PARENT = 'warren';
 export class GvisorDriver implements SandboxDriver {
   readonly name = 'gvisor';
   private runsc: Runsc;
+  /** Host pid of each sandbox's Sentry, for disk accounting. */
+  private sandboxPids = new Map<string, number>();
 
   constructor(private opts: GvisorOptions) {
     this.runsc = new Runsc({ binary: opts.runscBinary, root: opts.stateRoot, platform: 'systrap' });
@@ -111,6 +113,7 @@ export class GvisorDriver implements SandboxDriver {
   }
 
   async destroy(id: string): Promise<void> {
+    this.sandboxPids.delete(id);
     const known = (await this.runsc.list()).some((c) => c.id === id);
     if (known) {
       try {
@@ -143,6 +146,30 @@ export class GvisorDriver implements SandboxDriver {
     const pidsEvents = await readCgroupFile('pids', CGROUP_PARENT, id, 'pids.events');
     const pidsMax = Number(/max (\d+)/.exec(pidsEvents ?? '')?.[1] ?? 0);
     return { oomKilled: oomKills > 0 || underOom || failcnt > 0, pidsExhausted: pidsMax > 0 };
+  }
+
+  /**
+   * Allocated size of the overlay filestore. runsc unlinks the filestore right after
+   * creating it, so it is found through the sandbox process's open files. The Sentry punches
+   * holes when files are deleted, so allocated blocks (not the apparent size) follow what the
+   * sandbox holds.
+   */
+  async diskUsage(id: string): Promise<number> {
+    let pid = this.sandboxPids.get(id);
+    if (!pid) {
+      pid = (await this.runsc.list()).find((c) => c.id === id)?.pid;
+      if (!pid) return 0;
+      this.sandboxPids.set(id, pid);
+    }
+    const prefix = path.join(this.sandboxDir(id), 'fs', 'runsc-filestore');
+    let total = 0;
+    for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
+      const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
+      if (!target.startsWith(prefix)) continue;
+      const st = await stat(`/proc/${pid}/fd/${fd}`).catch(() => undefined);
+      if (st) total += st.blocks * 512;
+    }
+    return total;
   }
 
   /** Last resort when runsc cannot delete a container: drop its state files. */

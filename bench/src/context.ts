@@ -1,0 +1,145 @@
+/**
+ * What every suite shares: iteration counts, the report, one daemon (started on first use,
+ * on a private home), temp dirs, and a cleanup stack that also runs on Ctrl-C.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, readdirSync, rmdirSync } from 'node:fs';
+import path from 'node:path';
+import { startDaemon, stopAndCheckClean, type DaemonHandle } from '@warren/tests/harness';
+import type { Sandbox, CreateOptions } from '@warren/sdk';
+import { Report } from './stats.js';
+
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn'] as const;
+export type SuiteName = (typeof SUITES)[number];
+
+/** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
+export const DEFAULT_ITERS = {
+  /** SDK creates, interleaved with as many raw `runsc run`s of each kind. */
+  create: 8,
+  /** sbx.exec(['true']) round trips. */
+  exec: 150,
+  /** In-sandbox spawn loop length, per method (spawn suite and exec floor). */
+  spawn: 100,
+  /** 100 MiB write/read repetitions. */
+  files: 3,
+  /** RSS samples per measurement (200 ms apart). */
+  rss: 5,
+};
+export type Iters = typeof DEFAULT_ITERS;
+
+/** Where bench daemons' homes go (removed when empty). Not /var/lib/warren-test: that is the tests'. */
+const BENCH_ROOT = '/var/lib/warren-bench';
+
+type Cleanup = { what: string; fn: () => Promise<void> | void };
+
+export class Context {
+  readonly report = new Report();
+  private cleanups: Cleanup[] = [];
+  private daemon?: DaemonHandle;
+  private tmpRoot?: string;
+
+  constructor(readonly iters: Iters) {}
+
+  /** Registers a cleanup; returns a function that runs it now (and forgets it). */
+  defer(what: string, fn: () => Promise<void> | void): () => Promise<void> {
+    const entry = { what, fn };
+    this.cleanups.push(entry);
+    return async () => {
+      const i = this.cleanups.indexOf(entry);
+      if (i < 0) return;
+      this.cleanups.splice(i, 1);
+      await fn();
+    };
+  }
+
+  async cleanupAll(): Promise<void> {
+    while (this.cleanups.length) {
+      const c = this.cleanups.pop()!;
+      try {
+        await c.fn();
+      } catch (err) {
+        console.error(`cleanup "${c.what}" failed: ${(err as Error).message}`);
+        process.exitCode = 1;
+      }
+    }
+  }
+
+  /** A private temp dir for this run (removed at the end). */
+  tmp(name: string): string {
+    if (!this.tmpRoot) {
+      const root = mkdtempSync('/tmp/warren-bench-');
+      this.tmpRoot = root;
+      this.defer(`remove ${root}`, () => rmSync(root, { recursive: true, force: true }));
+    }
+    const dir = path.join(this.tmpRoot, name);
+    mkdirSync(dir, { recursive: true });
+    return dir;
+  }
+
+  /** The run's daemon, started on first use. `fresh` stops the current one first. */
+  async getDaemon(fresh = false): Promise<DaemonHandle> {
+    if (this.daemon && fresh) await this.stopDaemon();
+    if (!this.daemon) {
+      mkdirSync(BENCH_ROOT, { recursive: true });
+      const home = mkdtempSync(path.join(BENCH_ROOT, 'home-'));
+      const t0 = performance.now();
+      const d = await startDaemon({ home });
+      console.log(`  (daemon up in ${(performance.now() - t0).toFixed(0)} ms, home ${home}, pid ${d.pid})`);
+      this.daemon = d;
+      this.stopDaemonNow = this.defer('stop daemon', async () => {
+        this.daemon = undefined;
+        await stopAndCheckClean(d);
+        removeIfEmpty(BENCH_ROOT);
+      });
+    }
+    return this.daemon;
+  }
+
+  private stopDaemonNow?: () => Promise<void>;
+
+  async stopDaemon(): Promise<void> {
+    await this.stopDaemonNow?.();
+    this.stopDaemonNow = undefined;
+  }
+
+  /** Creates a sandbox that is killed at cleanup time unless the caller kills it first. */
+  async sandbox(opts: CreateOptions = {}): Promise<{ sbx: Sandbox; kill: () => Promise<void> }> {
+    const d = await this.getDaemon();
+    const sbx = await d.create({ ttlSeconds: 600, metadata: { bench: '1' }, ...opts });
+    const kill = this.defer(`kill sandbox ${sbx.id}`, () => sbx.kill().catch(() => undefined));
+    return { sbx, kill };
+  }
+}
+
+function removeIfEmpty(dir: string): void {
+  try {
+    if (readdirSync(dir).length === 0) rmdirSync(dir);
+  } catch {
+    // not there, or someone else's files in it
+  }
+}
+
+export function loadavg(): string {
+  return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+}
+
+/** Number of gVisor sandboxes running on the host (ours and everyone else's), a noise hint. */
+export function runningSandboxes(): number {
+  let n = 0;
+  for (const pid of readdirSync('/proc')) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      if (readFileSync(`/proc/${pid}/cmdline`, 'utf8').startsWith('runsc-sandbox\0')) n++;
+    } catch {
+      // exited
+    }
+  }
+  return n;
+}
+
+export function ms(start: number): number {
+  return performance.now() - start;
+}
+
+export function sleep(msec: number): Promise<void> {
+  return new Promise((r) => setTimeout(r, msec));
+}

@@ -1,0 +1,86 @@
+/** Runs the spawn-cost scripts (bench/scripts) inside a sandbox or on the host. */
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
+import type { Sandbox } from '@warren/sdk';
+import { GUEST_NODE } from './raw.js';
+
+const execFileP = promisify(execFile);
+export const SCRIPTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../scripts');
+const IN_SANDBOX = '/tmp/warren-bench';
+
+export interface ScriptResult {
+  results: Record<string, number[]>;
+  errors?: Record<string, string>;
+}
+
+export interface SpawnConfig {
+  n: number;
+  warmup?: number;
+  methods?: string[];
+  uid?: number;
+  gid?: number;
+  pidsLimit?: number;
+}
+
+function parse(stdout: string, what: string): ScriptResult {
+  const line = stdout.trim().split('\n').pop() ?? '';
+  try {
+    return JSON.parse(line) as ScriptResult;
+  } catch {
+    throw new Error(`${what} printed no result: ${stdout.slice(-500)}`);
+  }
+}
+
+export class InSandbox {
+  private uploaded = false;
+
+  constructor(private sbx: Sandbox) {}
+
+  private async upload(): Promise<void> {
+    if (this.uploaded) return;
+    await this.sbx.exec(['mkdir', '-p', IN_SANDBOX], { user: 'root', check: true });
+    for (const f of ['spawn.cjs', 'spawn.py', 'spawn.sh']) {
+      await this.sbx.files.write(`${IN_SANDBOX}/${f}`, readFileSync(path.join(SCRIPTS, f)), { user: 'root' });
+    }
+    this.uploaded = true;
+  }
+
+  /** Runs as root, like the agent, so that per-command uid/gid can be set. */
+  private async run(argv: string[], what: string): Promise<ScriptResult> {
+    await this.upload();
+    const r = await this.sbx.exec(argv, { user: 'root', timeoutSeconds: 600 });
+    if (r.exitCode !== 0) throw new Error(`${what} in sandbox exited ${r.exitCode}: ${r.stderr.slice(-1000)}`);
+    return parse(r.stdout, what);
+  }
+
+  node(cfg: SpawnConfig): Promise<ScriptResult> {
+    return this.run([GUEST_NODE, `${IN_SANDBOX}/spawn.cjs`, JSON.stringify(cfg)], 'spawn.cjs');
+  }
+
+  python(cfg: SpawnConfig): Promise<ScriptResult> {
+    return this.run(['python3', `${IN_SANDBOX}/spawn.py`, JSON.stringify(cfg)], 'spawn.py');
+  }
+
+  shell(n: number, repeats: number): Promise<ScriptResult> {
+    return this.run(['/bin/bash', `${IN_SANDBOX}/spawn.sh`, String(n), String(repeats)], 'spawn.sh');
+  }
+}
+
+/** The same scripts on the host, for comparison. */
+export const onHost = {
+  async node(cfg: SpawnConfig): Promise<ScriptResult> {
+    const { stdout } = await execFileP(process.execPath, [path.join(SCRIPTS, 'spawn.cjs'), JSON.stringify(cfg)], { maxBuffer: 64 << 20 });
+    return parse(stdout, 'host spawn.cjs');
+  },
+  async python(cfg: SpawnConfig): Promise<ScriptResult> {
+    const { stdout } = await execFileP('python3', [path.join(SCRIPTS, 'spawn.py'), JSON.stringify(cfg)], { maxBuffer: 64 << 20 });
+    return parse(stdout, 'host spawn.py');
+  },
+  async shell(n: number, repeats: number): Promise<ScriptResult> {
+    const { stdout } = await execFileP('bash', [path.join(SCRIPTS, 'spawn.sh'), String(n), String(repeats)], { maxBuffer: 64 << 20 });
+    return parse(stdout, 'host spawn.sh');
+  },
+};
