@@ -32,12 +32,13 @@ async function drain(stream: Readable): Promise<number> {
 /** One TCP server on 127.0.0.1 that either stores what it is sent or sends the stored file. */
 async function socketBaseline(file: string, data: Buffer, reps: number): Promise<{ write: number[]; read: number[] }> {
   let mode: 'store' | 'send' = 'store';
-  const server = net.createServer((sock) => {
+  // Half-open, so that the server can acknowledge once the file is written and closed.
+  const server = net.createServer({ allowHalfOpen: true }, (sock) => {
     if (mode === 'store') {
-      pipeline(sock, createWriteStream(file)).then(
-        () => sock.destroy(),
-        () => sock.destroy(),
-      );
+      const out = createWriteStream(file);
+      sock.pipe(out);
+      out.on('close', () => sock.end('k'));
+      sock.on('error', () => out.destroy());
     } else {
       pipeline(createReadStream(file), sock).catch(() => sock.destroy());
     }
@@ -53,7 +54,8 @@ async function socketBaseline(file: string, data: Buffer, reps: number): Promise
       await new Promise<void>((resolve, reject) => {
         const sock = net.connect(port, '127.0.0.1');
         sock.on('error', reject);
-        sock.on('close', () => resolve()); // the server closes once the file is written
+        sock.on('data', () => undefined);
+        sock.on('end', () => resolve()); // the server answers once the file is written
         chunks(data).pipe(sock);
       });
       write.push(performance.now() - t0);
