@@ -84,6 +84,24 @@ const METHODS = {
   'node spawn /bin/true (stdio ignore)': {
     run: () => closed(cp.spawn('/bin/true', [], { stdio: 'ignore' }), 'true'),
   },
+  'node spawn /bin/true (3 pipes)': {
+    run: () => {
+      const c = cp.spawn('/bin/true', [], { stdio: ['pipe', 'pipe', 'pipe'] });
+      c.stdin.end();
+      c.stdout.resume();
+      c.stderr.resume();
+      return closed(c, 'true');
+    },
+  },
+  'node spawn /bin/true (3 pipes, setsid)': {
+    run: () => {
+      const c = cp.spawn('/bin/true', [], { stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+      c.stdin.end();
+      c.stdout.resume();
+      c.stderr.resume();
+      return closed(c, 'true');
+    },
+  },
   'node spawn /bin/true (agent options: pipes, cwd, env, uid/gid, setsid)': { run: () => agentSpawn(['/bin/true']) },
   'node spawn sh-wrapper -> /bin/true (agent today, argv)': { run: () => agentSpawn([...WRAPPER, '/bin/true']) },
   'node spawn /bin/bash -c true (agent options)': { run: () => agentSpawn(['/bin/bash', '-c', 'true']) },

@@ -14,13 +14,13 @@ export type SuiteName = (typeof SUITES)[number];
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
 export const DEFAULT_ITERS = {
   /** SDK creates, interleaved with as many raw `runsc run`s of each kind. */
-  create: 8,
+  create: 5,
   /** sbx.exec(['true']) round trips. */
-  exec: 150,
+  exec: 100,
   /** In-sandbox spawn loop length, per method (spawn suite and exec floor). */
-  spawn: 100,
+  spawn: 30,
   /** 100 MiB write/read repetitions. */
-  files: 3,
+  files: 2,
   /** RSS samples per measurement (200 ms apart). */
   rss: 5,
 };

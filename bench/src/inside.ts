@@ -64,8 +64,8 @@ export class InSandbox {
     return this.run(['python3', `${IN_SANDBOX}/spawn.py`, JSON.stringify(cfg)], 'spawn.py');
   }
 
-  shell(n: number, repeats: number): Promise<ScriptResult> {
-    return this.run(['/bin/bash', `${IN_SANDBOX}/spawn.sh`, String(n), String(repeats)], 'spawn.sh');
+  shell(n: number, repeats: number, mode: 'all' | 'time' = 'all'): Promise<ScriptResult> {
+    return this.run(['/bin/bash', `${IN_SANDBOX}/spawn.sh`, String(n), String(repeats), mode], 'spawn.sh');
   }
 }
 

@@ -76,6 +76,87 @@ export class RawRunsc {
     return elapsed;
   }
 
+  /**
+   * The transport under warren's files API: `size` bytes into a sandbox's stdin and `size`
+   * bytes out of its stdout, with node in the sandbox at each end and the host side spawned by
+   * node (its 'pipe' stdio is a socketpair, as for the daemon). Start-up is not timed: the
+   * guest says "ready" first. Returns ms for each direction.
+   */
+  async stdioThroughput(size: number): Promise<{ inMs: number; outMs: number }> {
+    const script = `
+      const SIZE = ${size};
+      let n = 0;
+      process.stdout.write('ready\\n');
+      process.stdin.on('data', (d) => {
+        n += d.length;
+        if (n < SIZE) return;
+        process.stdin.pause();
+        process.stdout.write('got\\n');
+        const buf = Buffer.alloc(1 << 20, 120);
+        let sent = 0;
+        const pump = () => {
+          while (sent < SIZE) {
+            const part = buf.subarray(0, Math.min(buf.length, SIZE - sent));
+            sent += part.length;
+            if (!process.stdout.write(part)) return process.stdout.once('drain', pump);
+          }
+          process.stdout.end(() => process.exit(0));
+        };
+        pump();
+      });`;
+    const [id, dir] = this.bundle([GUEST_NODE, '-e', script]);
+    const child = spawn('runsc', [...this.flags(), 'run', '--bundle', dir, id], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    let phase: 'ready' | 'got' | 'data' = 'ready';
+    let text = '';
+    let got = 0;
+    let t0 = 0;
+    let t1 = 0;
+    let t2 = 0;
+    const data = Buffer.alloc(1 << 20, 65);
+    const done = new Promise<void>((resolve, reject) => {
+      child.on('error', reject);
+      child.stdout!.on('data', (d: Buffer) => {
+        if (phase === 'data') {
+          got += d.length;
+        } else {
+          text += d.toString('latin1');
+          if (phase === 'ready' && text.startsWith('ready\n')) {
+            text = text.slice(6);
+            phase = 'got';
+            t0 = performance.now();
+            void (async () => {
+              for (let sent = 0; sent < size; sent += data.length) {
+                if (!child.stdin!.write(data.subarray(0, Math.min(data.length, size - sent)))) await new Promise((r) => child.stdin!.once('drain', r));
+              }
+            })();
+          }
+          if (phase === 'got' && text.startsWith('got\n')) {
+            t1 = performance.now();
+            phase = 'data';
+            got = Buffer.byteLength(text.slice(4), 'latin1');
+          }
+        }
+        if (phase === 'data' && got >= size && !t2) {
+          t2 = performance.now();
+          resolve();
+        }
+      });
+      void exited.then((c) => (t2 ? undefined : reject(new Error(`raw stdio container exited ${c} early: ${stderr.trim().slice(-300)}`))));
+    });
+    try {
+      await done;
+    } finally {
+      child.stdin!.destroy();
+      const code = await Promise.race([exited, new Promise((r) => setTimeout(() => r('timeout'), 20_000))]);
+      if (code === 'timeout') child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
+    }
+    return { inMs: t1 - t0, outMs: t2 - t1 };
+  }
+
   /** `runsc run --detach`; the container keeps running until `delete`. */
   async runDetached(args: string[]): Promise<{ id: string; dir: string; remove: () => Promise<void> }> {
     const [id, dir] = this.bundle(args);

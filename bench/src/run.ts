@@ -6,6 +6,7 @@
  *   node bench/dist/run.js exec --n exec=300,spawn=200      # iteration counts
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
+ *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
  *
  * Needs what the e2e tests need (runsc, the base template, a built warren) and root.
  */

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Context } from '../context.js';
+import { RawRunsc } from '../raw.js';
 
 const SUITE = 'files';
 const SIZE = 100 * 1024 * 1024;
@@ -83,18 +84,20 @@ export async function runFiles(ctx: Context): Promise<void> {
   const writeBuf: number[] = [];
   const writeStream: number[] = [];
   const read: number[] = [];
+  const writeWith = async (kind: 'buffer' | 'stream') => {
+    const t0 = performance.now();
+    const w = await sbx.files.write(target, kind === 'buffer' ? data : chunks(data));
+    (kind === 'buffer' ? writeBuf : writeStream).push(performance.now() - t0);
+    if (w.size !== SIZE) throw new Error(`files.write (${kind}) stored ${w.size} bytes`);
+  };
   for (let i = 0; i < reps; i++) {
-    let t0 = performance.now();
-    const w = await sbx.files.write(target, data);
-    writeBuf.push(performance.now() - t0);
-    if (w.size !== SIZE) throw new Error(`files.write stored ${w.size} bytes`);
-    t0 = performance.now();
+    // Alternate which write goes first, so neither always meets a fresh (or a replaced) file.
+    await writeWith(i % 2 ? 'stream' : 'buffer');
+    const t0 = performance.now();
     const got = await drain(await sbx.files.readStream(target));
     read.push(performance.now() - t0);
     if (got !== SIZE) throw new Error(`readStream gave ${got} bytes`);
-    t0 = performance.now();
-    await sbx.files.write(target, chunks(data));
-    writeStream.push(performance.now() - t0);
+    await writeWith(i % 2 ? 'buffer' : 'stream');
     process.stdout.write('.');
   }
   process.stdout.write('\n');
@@ -102,14 +105,36 @@ export async function runFiles(ctx: Context): Promise<void> {
   await kill();
 
   const base = await socketBaseline(path.join(ctx.tmp('files'), 'socket.bin'), data, reps);
+  const raw = new RawRunsc(ctx);
+  const rawIn: number[] = [];
+  const rawOut: number[] = [];
+  for (let i = 0; i < reps; i++) {
+    const t = await raw.stdioThroughput(SIZE);
+    rawIn.push(t.inMs);
+    rawOut.push(t.outMs);
+  }
 
   const tput = (v: number[]) => v.map((t) => MIB / (t / 1000));
   const r = ctx.report;
   r.add({ key: 'host-socket-write', suite: SUITE, label: 'host: 100 MiB → 127.0.0.1 socket → file', unit: 'MiB/s', values: tput(base.write), isBaseline: true, higherIsBetter: true });
   r.add({ key: 'host-socket-read', suite: SUITE, label: 'host: file → 127.0.0.1 socket, 100 MiB', unit: 'MiB/s', values: tput(base.read), isBaseline: true, higherIsBetter: true });
+  r.add({
+    key: 'raw-stdin',
+    suite: SUITE,
+    label: 'raw runsc: 100 MiB host → sandbox stdin (node)',
+    unit: 'MiB/s',
+    values: tput(rawIn),
+    isBaseline: true,
+    higherIsBetter: true,
+    note: 'the channel the daemon writes files through, without warren',
+  });
+  r.add({ key: 'raw-stdout', suite: SUITE, label: 'raw runsc: 100 MiB sandbox stdout → host (node)', unit: 'MiB/s', values: tput(rawOut), isBaseline: true, higherIsBetter: true });
   r.add({ key: 'sdk-write-buffer', suite: SUITE, label: 'files.write(Buffer 100 MiB)', unit: 'MiB/s', values: tput(writeBuf), baseline: 'host-socket-write', higherIsBetter: true });
   r.add({ key: 'sdk-write-stream', suite: SUITE, label: 'files.write(stream of 1 MiB chunks)', unit: 'MiB/s', values: tput(writeStream), baseline: 'host-socket-write', higherIsBetter: true });
   r.add({ key: 'sdk-read-stream', suite: SUITE, label: 'files.readStream 100 MiB', unit: 'MiB/s', values: tput(read), baseline: 'host-socket-read', higherIsBetter: true });
+  r.add({ key: 'sdk-write-buffer-vs-raw', suite: SUITE, label: 'files.write(Buffer) vs raw stdin', unit: 'MiB/s', values: tput(writeBuf), baseline: 'raw-stdin', higherIsBetter: true });
+  r.add({ key: 'sdk-write-stream-vs-raw', suite: SUITE, label: 'files.write(stream) vs raw stdin', unit: 'MiB/s', values: tput(writeStream), baseline: 'raw-stdin', higherIsBetter: true });
+  r.add({ key: 'sdk-read-stream-vs-raw', suite: SUITE, label: 'files.readStream vs raw stdout', unit: 'MiB/s', values: tput(read), baseline: 'raw-stdout', higherIsBetter: true });
   for (const [key, what] of [
     ['sdk-write-buffer', 'write (Buffer)'],
     ['sdk-write-stream', 'write (stream)'],

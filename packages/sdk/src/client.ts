@@ -42,9 +42,18 @@ export class HttpClient {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(init.json);
     }
+    const send = () => fetch(url, { method, headers, body, ...(body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
     let res: Response;
     try {
-      res = await fetch(url, { method, headers, body, ...(body instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
+      try {
+        res = await send();
+      } catch (err) {
+        // A pooled keep-alive connection can be closed by the daemon just as a request is put
+        // on it (its idle timeout, or a busy client that noticed late). Like most HTTP clients,
+        // send once more on a fresh connection when doing so cannot apply a change twice.
+        if (!replayable(method, body) || !isStaleConnection(err)) throw err;
+        res = await send();
+      }
     } catch (err) {
       throw new WarrenError(`cannot reach warren daemon at ${this.url}: ${(err as Error).cause ?? (err as Error).message}`, 'network');
     }
@@ -66,6 +75,21 @@ export class HttpClient {
     if (res.status === 204) return undefined as T;
     return (await res.json()) as T;
   }
+}
+
+/**
+ * Whether sending the request again is harmless: reads, and uploads of whole in-memory
+ * bodies (a file write replaces the file atomically). Streamed bodies cannot be re-read.
+ */
+function replayable(method: string, body: BodyInit | undefined): boolean {
+  if (method === 'GET' || method === 'HEAD') return true;
+  return method === 'PUT' && (typeof body === 'string' || body instanceof Uint8Array);
+}
+
+/** The connection failed under the request before any response: closed or reset by the peer. */
+function isStaleConnection(err: unknown): boolean {
+  const code = ((err as Error).cause as { code?: string } | undefined)?.code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 /** Parses an NDJSON response body line by line. */
