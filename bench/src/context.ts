@@ -82,7 +82,16 @@ export class Context {
       mkdirSync(BENCH_ROOT, { recursive: true });
       const home = mkdtempSync(path.join(BENCH_ROOT, 'home-'));
       const t0 = performance.now();
-      const d = await startDaemon({ home });
+      let d: DaemonHandle;
+      try {
+        d = await startDaemon({ home });
+      } catch (err) {
+        // It never came up, so nothing runs under the home: remove it and its log.
+        rmSync(home, { recursive: true, force: true });
+        rmSync(`${home}.log`, { force: true });
+        removeIfEmpty(BENCH_ROOT);
+        throw err;
+      }
       console.log(`  (daemon up in ${(performance.now() - t0).toFixed(0)} ms, home ${home}, pid ${d.pid})`);
       this.daemon = d;
       this.stopDaemonNow = this.defer('stop daemon', async () => {

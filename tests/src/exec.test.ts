@@ -306,3 +306,19 @@ test('concurrent execs in one sandbox each get their own output', T, async () =>
   });
   assert.equal(new Set(results.map((r) => r.pid)).size, results.length);
 });
+
+test('a silent command keeps its stream alive with keepalive lines', { timeout: 120_000 }, async () => {
+  // Node's fetch drops a response after 300 s without bytes; keepalives every 20 s of
+  // silence are what lets a long, quiet `npm test` finish through the SDK.
+  const res = await fetch(`${d.url}/v1/sandboxes/${sbx.id}/exec?stream=1`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${d.apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ cmd: 'sleep 23; echo done' }),
+  });
+  const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as { type: string; data?: string });
+  assert.deepEqual(
+    lines.map((l) => l.type),
+    ['start', 'keepalive', 'stdout', 'exit'],
+  );
+  assert.equal(lines[2].data, 'done\n');
+});
