@@ -78,7 +78,7 @@ const PY_HELPER = [
   '    sys.stdout.write("%d\\n" % os.waitstatus_to_exitcode(st)); sys.stdout.flush()',
 ].join('\n');
 
-// Each method: [setup?, run, teardown?]. Order is the order they run in.
+// Each method: setup?() -> state, then sync(state) or run(state) per spawn, teardown?(state).
 const METHODS = {
   'node spawnSync /bin/true': { sync: () => cp.spawnSync('/bin/true', { stdio: 'ignore' }) },
   'node spawn /bin/true (stdio ignore)': {
@@ -106,6 +106,8 @@ const METHODS = {
   'node spawn sh-wrapper -> /bin/true (agent today, argv)': { run: () => agentSpawn([...WRAPPER, '/bin/true']) },
   'node spawn /bin/bash -c true (agent options)': { run: () => agentSpawn(['/bin/bash', '-c', 'true']) },
   'node spawn sh-wrapper -> bash -c true (agent today, cmd)': { run: () => agentSpawn([...WRAPPER, '/bin/bash', '-c', 'true']) },
+  // A proposal: the limit set by the bash that runs the command string, no dash hop.
+  'node spawn /bin/bash -c "ulimit -u N; true" (agent options)': { run: () => agentSpawn(['/bin/bash', '-c', `ulimit -u ${LIMIT}; true`]) },
   'node spawn /bin/sh -c true (agent options)': { run: () => agentSpawn(['/bin/sh', '-c', 'true']) },
   'helper dash (stdin line -> fork+exec /bin/true)': {
     setup: () => lineHelper(['/bin/sh', '-c', 'while read -r l; do $l; echo $?; done']),
@@ -122,8 +124,9 @@ const METHODS = {
     run: (h) => h.run('/bin/true'),
     teardown: (h) => h.close(),
   },
-  // Last: grows this process's heap so fork has a bigger address space to copy.
+  // Last, alone: grows this process so that fork has a bigger address space to copy.
   'node spawnSync /bin/true from a node with +256 MiB resident': {
+    last: true,
     setup: () => {
       const keep = [];
       for (let i = 0; i < 256; i++) keep.push(Buffer.alloc(1 << 20, i)); // touched, so really mapped
@@ -136,35 +139,51 @@ const METHODS = {
   },
 };
 
+/** Times one call; rejects on a failed spawn. */
+async function timeOnce(m, state) {
+  const s = now();
+  const r = m.sync ? m.sync(state) : m.run(state);
+  if (r && typeof r.then === 'function') await r;
+  else if (r && r.status !== 0) throw new Error(`status ${r.status} ${r.error || ''}`);
+  return now() - s;
+}
+
+// Methods run round-robin (one spawn of each per round), so that load from elsewhere on the
+// machine, which drifts, hits them all alike. Those marked `last` run afterwards, alone.
 async function main() {
   const wanted = cfg.methods && cfg.methods.length ? cfg.methods : Object.keys(METHODS);
   const results = {};
   const errors = {};
-  for (const name of wanted) {
-    const m = METHODS[name];
-    if (!m) {
-      errors[name] = 'unknown method';
-      continue;
-    }
-    let state;
-    try {
-      state = m.setup ? await m.setup() : undefined;
-      const once = m.sync ? () => m.sync(state) : () => m.run(state);
-      for (let i = 0; i < WARMUP; i++) await once();
-      const t = [];
-      for (let i = 0; i < N; i++) {
-        const s = now();
-        const r = once();
-        if (r && typeof r.then === 'function') await r;
-        else if (r && r.status !== 0) throw new Error(`status ${r.status} ${r.error || ''}`);
-        t.push(now() - s);
+  const phases = [wanted.filter((n) => !METHODS[n] || !METHODS[n].last), wanted.filter((n) => METHODS[n] && METHODS[n].last)];
+  for (const names of phases) {
+    const live = [];
+    for (const name of names) {
+      const m = METHODS[name];
+      if (!m) {
+        errors[name] = 'unknown method';
+        continue;
       }
-      results[name] = t;
-    } catch (err) {
-      errors[name] = String((err && err.message) || err);
-    } finally {
-      if (m.teardown && state !== undefined) await m.teardown(state);
+      try {
+        const state = m.setup ? await m.setup() : undefined;
+        live.push({ name, m, state });
+        results[name] = [];
+      } catch (err) {
+        errors[name] = String((err && err.message) || err);
+      }
     }
+    for (let i = 0; i < WARMUP + N; i++) {
+      for (const x of live) {
+        if (errors[x.name]) continue;
+        try {
+          const t = await timeOnce(x.m, x.state);
+          if (i >= WARMUP) results[x.name].push(t);
+        } catch (err) {
+          errors[x.name] = String((err && err.message) || err);
+          delete results[x.name];
+        }
+      }
+    }
+    for (const x of live) if (x.m.teardown) await x.m.teardown(x.state);
   }
   process.stdout.write(JSON.stringify({ results, errors, methods: Object.keys(METHODS) }) + '\n');
 }

@@ -66,18 +66,20 @@ METHODS = [
     ("python3 subprocess.run (pipes, cwd, env, setsid, uid/gid)", subprocess_agent_like),
 ]
 
-results = {}
+# Round-robin (one spawn of each method per round), so drifting load hits all alike.
+results = {name: [] for name, _ in METHODS}
 errors = {}
-for name, fn in METHODS:
-    try:
-        for _ in range(WARMUP):
-            fn()
-        t = []
-        for _ in range(N):
+for i in range(WARMUP + N):
+    for name, fn in METHODS:
+        if name in errors:
+            continue
+        try:
             s = time.perf_counter()
             fn()
-            t.append((time.perf_counter() - s) * 1000)
-        results[name] = t
-    except Exception as e:  # noqa: BLE001 - report and go on
-        errors[name] = repr(e)
+            t = (time.perf_counter() - s) * 1000
+            if i >= WARMUP:
+                results[name].append(t)
+        except Exception as e:  # noqa: BLE001 - report and go on
+            errors[name] = repr(e)
+            results.pop(name, None)
 print(json.dumps({"results": results, "errors": errors}))

@@ -14,7 +14,7 @@ export type SuiteName = (typeof SUITES)[number];
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
 export const DEFAULT_ITERS = {
   /** SDK creates, interleaved with as many raw `runsc run`s of each kind. */
-  create: 5,
+  create: 8,
   /** sbx.exec(['true']) round trips. */
   exec: 100,
   /** In-sandbox spawn loop length, per method (spawn suite and exec floor). */

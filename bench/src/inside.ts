@@ -64,8 +64,30 @@ export class InSandbox {
     return this.run(['python3', `${IN_SANDBOX}/spawn.py`, JSON.stringify(cfg)], 'spawn.py');
   }
 
+  /** Uploads a host-built static binary (see buildNative) and runs it with `args`. */
+  async native(binary: string, args: string[]): Promise<ScriptResult> {
+    await this.upload();
+    const target = `${IN_SANDBOX}/${path.basename(binary)}`;
+    await this.sbx.files.write(target, readFileSync(binary), { user: 'root', mode: 0o755 });
+    return this.run([target, ...args], path.basename(binary));
+  }
+
   shell(n: number, repeats: number, mode: 'all' | 'time' = 'all'): Promise<ScriptResult> {
     return this.run(['/bin/bash', `${IN_SANDBOX}/spawn.sh`, String(n), String(repeats), mode], 'spawn.sh');
+  }
+}
+
+/**
+ * Builds scripts/spawn.c into a static binary in `dir` with the host's gcc, or explains why
+ * not (no compiler, no static libc): the rows are then left out.
+ */
+export async function buildNative(dir: string): Promise<{ binary?: string; why?: string }> {
+  const binary = path.join(dir, 'spawn-c');
+  try {
+    await execFileP('gcc', ['-O2', '-static', '-o', binary, path.join(SCRIPTS, 'spawn.c')]);
+    return { binary };
+  } catch (err) {
+    return { why: `cannot build scripts/spawn.c with gcc -static: ${(err as Error).message.split('\n')[0]}` };
   }
 }
 
@@ -78,6 +100,10 @@ export const onHost = {
   async python(cfg: SpawnConfig): Promise<ScriptResult> {
     const { stdout } = await execFileP('python3', [path.join(SCRIPTS, 'spawn.py'), JSON.stringify(cfg)], { maxBuffer: 64 << 20 });
     return parse(stdout, 'host spawn.py');
+  },
+  async native(binary: string, args: string[]): Promise<ScriptResult> {
+    const { stdout } = await execFileP(binary, args, { maxBuffer: 64 << 20 });
+    return parse(stdout, 'host spawn-c');
   },
   async shell(n: number, repeats: number): Promise<ScriptResult> {
     const { stdout } = await execFileP('bash', [path.join(SCRIPTS, 'spawn.sh'), String(n), String(repeats)], { maxBuffer: 64 << 20 });

@@ -169,19 +169,23 @@ export class RawRunsc {
     return { id, dir, remove };
   }
 
-  private deleteAll(): void {
-    let ids: string[] = [];
+  private list(): string[] {
     try {
-      ids = execFileSync('runsc', ['--root', this.root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+      return execFileSync('runsc', ['--root', this.root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean);
     } catch {
-      return;
+      return [];
     }
-    for (const id of ids) {
+  }
+
+  private deleteAll(): void {
+    for (const id of this.list()) {
       try {
         execFileSync('runsc', [...this.flags(), 'delete', '--force', id], { stdio: 'ignore', timeout: 30_000 });
-      } catch (err) {
-        console.error(`could not delete raw container ${id}: ${(err as Error).message}`);
+      } catch {
+        // A foreground `runsc run` may be tearing it down at the same moment; checked below.
       }
     }
+    const left = this.list();
+    if (left.length) console.error(`raw runsc containers left under ${this.root}: ${left.join(' ')}`);
   }
 }

@@ -35,11 +35,11 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   spawn: ['spawn (inside gVisor)', 'spawn (host, for comparison)'],
 };
 
-function usage(msg?: string): never {
+function usage(msg?: string, code = 2): never {
   if (msg) console.error(msg);
   console.error(`usage: node bench/dist/run.js [${SUITES.join('|')} ...] [--n suite=N,...] [--scale X] [--json FILE]
   defaults: ${Object.entries(DEFAULT_ITERS).map(([k, v]) => `${k}=${v}`).join(',')}; env BENCH_N and BENCH_SCALE work like --n and --scale`);
-  process.exit(2);
+  process.exit(code);
 }
 
 function parseIters(spec: string | undefined, iters: Iters): void {
@@ -66,7 +66,7 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
     else if (a.startsWith('--scale=')) scaleArg = Number(a.slice(8));
     else if (a === '--json') json = argv[++i];
     else if (a.startsWith('--json=')) json = a.slice(7);
-    else if (a === '-h' || a === '--help') usage();
+    else if (a === '-h' || a === '--help') usage(undefined, 0);
     else if ((SUITES as readonly string[]).includes(a)) picked.push(a as SuiteName);
     else usage(`unknown argument "${a}"`);
   }

@@ -338,3 +338,15 @@ test('processes of foreground execs are listed too', T, async () => {
   assert.equal(p.tag, undefined);
   assert.equal((await sbx.processes.get(r.pid).output()).stdout, 'fg\n');
 });
+
+test('finished processes hold no file descriptors in the agent', { timeout: 120_000 }, async () => {
+  const count = async () => Number((await sbx.exec('ls /proc/$(pgrep -f "agent.cjs serve")/fd | wc -l', { user: 'root' })).stdout);
+  const before = await count();
+  for (let i = 0; i < 20; i++) await sbx.exec(['true']);
+  const after = await count();
+  assert.ok(after <= before + 2, `agent descriptors grew from ${before} to ${after} over 20 finished commands`);
+  const old = await sbx.processes.list();
+  const first = old.find((p) => !p.running && p.command.join(' ') === 'true');
+  assert.ok(first, 'finished processes are still listed');
+  assert.equal((await sbx.processes.get(first.pid).output()).exitCode, 0, 'and their output stays readable');
+});
