@@ -214,6 +214,20 @@ export function toWireError(err: unknown): { code: WarrenError['code']; message:
     case 'ENOSPC':
     case 'EDQUOT':
       return { code: 'resource_exhausted', message: `no space left in the sandbox's disk${path}` };
+    // Bad paths from the caller, not faults of the agent.
+    case 'ENAMETOOLONG':
+      return { code: 'invalid_argument', message: `file name too long${path}` };
+    case 'ELOOP':
+      return { code: 'invalid_argument', message: `too many levels of symbolic links${path}` };
+    case 'EINVAL':
+      return { code: 'invalid_argument', message: `invalid argument${path}` };
+    case 'EROFS':
+      return { code: 'permission_denied', message: `read-only file system${path}` };
+    case 'EBUSY':
+    case 'ETXTBSY':
+      return { code: 'conflict', message: `in use${path}` };
+    case 'EFBIG':
+      return { code: 'too_large', message: `file too large${path}` };
     default:
       return { code: 'internal', message: e.message ?? String(err) };
   }

@@ -102,8 +102,51 @@ export async function move(params: GuestOps['fs.move']['params']): Promise<FileS
   lstatSync(from.abs); // not_found before permission noise
   requireAccess(path.dirname(from.abs), from.user, WRITE | SEARCH);
   requireAccess(path.dirname(to.abs), to.user, WRITE | SEARCH);
-  await fsp.rename(from.abs, to.abs);
+  try {
+    await fsp.rename(from.abs, to.abs);
+  } catch (err) {
+    // /tmp and /dev/shm are separate filesystems; move across them as mv does.
+    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+    await moveAcross(from.abs, to.abs);
+  }
   return describe(to.abs, lstatSync(to.abs));
+}
+
+/**
+ * Copies into a temporary name beside the target, renames that into place (so replacing an
+ * existing target behaves as rename does), then removes the source.
+ */
+async function moveAcross(from: string, to: string): Promise<void> {
+  const tmp = path.join(path.dirname(to), `.warren-move-${randomBytes(6).toString('hex')}`);
+  try {
+    await copyTree(from, tmp);
+    await fsp.rename(tmp, to);
+  } catch (err) {
+    await fsp.rm(tmp, { recursive: true, force: true });
+    throw err;
+  }
+  await fsp.rm(from, { recursive: true, force: true });
+}
+
+/** Copies a tree keeping owners, modes and times (the agent copies as root). */
+async function copyTree(from: string, to: string): Promise<void> {
+  const st = await fsp.lstat(from);
+  if (st.isDirectory()) {
+    await fsp.mkdir(to, { mode: 0o700 });
+    for (const name of await fsp.readdir(from)) await copyTree(path.join(from, name), path.join(to, name));
+  } else if (st.isSymbolicLink()) {
+    await fsp.symlink(await fsp.readlink(from), to);
+  } else if (st.isFile()) {
+    await fsp.copyFile(from, to, fsConstants.COPYFILE_EXCL);
+  } else {
+    throw new WarrenError('invalid_argument', `cannot move ${from} to another filesystem: not a file, directory or symlink`);
+  }
+  await fsp.lchown(to, st.uid, st.gid);
+  if (!st.isSymbolicLink()) {
+    // After chown, which clears set-id bits.
+    await fsp.chmod(to, st.mode & 0o7777);
+    await fsp.utimes(to, st.atime, st.mtime);
+  }
 }
 
 export async function remove(params: GuestOps['fs.remove']['params']): Promise<boolean> {

@@ -32,6 +32,36 @@ export const lingerOnUnreadBody: MiddlewareHandler = async (c, next) => {
     await next();
   } finally {
     const incoming = incomingOf(c);
-    if (incoming && !incoming.readableEnded && !incoming.destroyed) incoming.resume();
+    const hasBody = incoming !== undefined && (incoming.headers['transfer-encoding'] !== undefined || Number(incoming.headers['content-length'] ?? 0) > 0);
+    if (incoming && hasBody && !incoming.readableEnded && !incoming.destroyed) {
+      // Once anything has looked at c.req.raw.body (the body-limit middleware does), the
+      // request is adapted into a web stream that pauses it whenever its queue is full, so
+      // it has to be drained through that stream; resuming the request would not hold.
+      let web: ReadableStream<Uint8Array> | null = null;
+      try {
+        web = c.req.raw.body;
+      } catch {
+        // no body to adapt
+      }
+      if (web && !web.locked) void discard(web);
+      else {
+        // Someone still holds a reader it will not use again (the body-limit middleware
+        // when it gives up): detach the abandoned consumers so the request can flow.
+        incoming.removeAllListeners('data');
+        incoming.removeAllListeners('readable');
+        incoming.resume();
+      }
+    }
   }
 };
+
+async function discard(body: ReadableStream<Uint8Array>): Promise<void> {
+  const reader = body.getReader();
+  try {
+    while (!(await reader.read()).done) {
+      // dropped
+    }
+  } catch {
+    // the client went away; nothing left to drain
+  }
+}

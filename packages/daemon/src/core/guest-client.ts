@@ -158,14 +158,20 @@ export class GuestClient {
    */
   readableFor(id: number): Readable {
     let owed = 0;
+    // Credit goes back in quarter-window steps, as the agent grants it for uploads: every
+    // message into the sandbox's pipe costs far more than its few bytes, and a grant per
+    // Data frame made credit the bulk of a download's CPU. The agent stalls only with most
+    // of the window unacknowledged, which is always more than one step.
+    const grant = (atLeast: number) => {
+      if (owed >= atLeast) {
+        this.notify('credit', { stream: id, bytes: owed });
+        owed = 0;
+      }
+    };
+    const step = STREAM_WINDOW_BYTES / 4;
     const readable = new Readable({
       highWaterMark: 1024 * 1024,
-      read: () => {
-        if (owed > 0) {
-          this.notify('credit', { stream: id, bytes: owed });
-          owed = 0;
-        }
-      },
+      read: () => grant(step),
       destroy: (err, cb) => {
         if (this.streams.has(id)) {
           this.notify('cancel', { stream: id });
@@ -174,13 +180,14 @@ export class GuestClient {
         cb(err);
       },
     });
+    // The channel can fail the stream before anyone consumes it (a sandbox killed while the
+    // call waits for its answer); an 'error' nobody listens for would take the daemon down.
+    // Consumers still see the error: the stream is destroyed with it, and the call rejects.
+    readable.on('error', () => undefined);
     this.streams.set(id, {
       onData: (chunk) => {
         owed += chunk.length;
-        if (readable.push(chunk)) {
-          this.notify('credit', { stream: id, bytes: owed });
-          owed = 0;
-        }
+        if (readable.push(chunk)) grant(step);
       },
       onEnd: () => {
         this.streams.delete(id);

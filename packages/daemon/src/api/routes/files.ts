@@ -33,9 +33,14 @@ export function fileRoutes(files: FileService, sandboxes: SandboxService): Hono<
 
   app.get('/:id/files', async (c) => {
     const { size, body } = await files.read(c.req.param('id'), pathQuery(c), userQuery(c));
-    return new Response(Readable.toWeb(body) as ReadableStream, {
-      headers: { 'content-type': 'application/octet-stream', 'content-length': String(size) },
-    });
+    const headers = { 'content-type': 'application/octet-stream', 'content-length': String(size) };
+    if (c.req.method === 'HEAD') {
+      // Nobody will read the body of a HEAD response: stop the agent's stream now, or it
+      // would sit in daemon memory (a window's worth per request) until the sandbox dies.
+      body.destroy();
+      return new Response(null, { headers });
+    }
+    return new Response(Readable.toWeb(body) as ReadableStream, { headers });
   });
 
   app.put('/:id/files', async (c) => {
