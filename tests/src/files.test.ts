@@ -385,6 +385,13 @@ test('uploads larger than the sandbox disk get 413 and leave nothing', { timeout
     await small.files.write('fits.bin', pseudoRandomReadable(16 * MiB, 'fits').stream);
     assert.equal((await small.files.stat('fits.bin')).size, 16 * MiB);
     await small.files.remove('fits.bin');
+    // What the sandbox already holds counts: with 40 MiB written, 30 MiB more would pass 64.
+    await small.files.write('held.bin', pseudoRandomReadable(40 * MiB, 'held').stream);
+    const over = await failure(small.files.write('more.bin', Buffer.alloc(30 * MiB)));
+    assert.equal(over.status, 413, over.message);
+    assert.match(over.message, /left of the sandbox's disk limit/);
+    assert.equal((await small.refresh()).state, 'running', 'a refused upload does not stop the sandbox');
+    await small.files.remove('held.bin');
 
     // Streamed without a length: refused once the count passes the limit.
     const streamed = await failure(small.files.write('big.bin', pseudoRandomReadable(65 * MiB, 'too-large').stream));

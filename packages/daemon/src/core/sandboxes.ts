@@ -209,6 +209,12 @@ export class SandboxService {
     }
   }
 
+  /** Bytes the sandbox may still write before it reaches its disk limit. */
+  async diskHeadroom(id: string): Promise<number> {
+    const r = this.record(id, 'files');
+    return Math.max(0, r.resources.diskMB * 1024 * 1024 - (await this.opts.driver.diskUsage(id)));
+  }
+
   /**
    * gVisor's overlay has no size limit and this kernel has no filesystem quotas, so diskMB
    * is enforced from outside: a sandbox whose writes exceed it is stopped, with that reason.

@@ -23,7 +23,7 @@ async function* limited(body: AsyncIterable<Uint8Array>, maxBytes: number): Asyn
   let total = 0;
   for await (const chunk of body) {
     total += chunk.byteLength;
-    if (total > maxBytes) throw new WarrenError('too_large', `upload exceeds the sandbox's disk size (${maxBytes} bytes)`);
+    if (total > maxBytes) throw new WarrenError('too_large', `upload exceeds the ${maxBytes} bytes left of the sandbox's disk limit`);
     yield chunk;
   }
 }
@@ -45,11 +45,12 @@ export function fileRoutes(files: FileService, sandboxes: SandboxService): Hono<
 
   app.put('/:id/files', async (c) => {
     const id = c.req.param('id');
-    const record = sandboxes.record(id, 'files');
-    const maxBytes = record.resources.diskMB * 1024 * 1024;
+    // What the sandbox already holds counts: an upload that would push it over diskMB is
+    // refused here rather than accepted and then stopping the sandbox at the next heartbeat.
+    const maxBytes = await sandboxes.diskHeadroom(id);
     const declared = Number(c.req.header('content-length') ?? NaN);
     if (Number.isFinite(declared) && declared > maxBytes) {
-      throw new WarrenError('too_large', `upload of ${declared} bytes exceeds the sandbox's disk size (${maxBytes} bytes)`);
+      throw new WarrenError('too_large', `upload of ${declared} bytes exceeds the ${maxBytes} bytes left of the sandbox's disk limit`);
     }
     const modeText = c.req.query('mode');
     const mode = modeText === undefined ? undefined : parseInt(modeText, 8);
