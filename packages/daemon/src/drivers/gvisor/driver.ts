@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { WarrenError } from '@warren/protocol';
 import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec } from '../driver.js';
 import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
-import { Runsc } from './runsc.js';
+import { Runsc, lastLines } from './runsc.js';
 import { killCgroup, readCgroupFile, removeCgroup } from './cgroups.js';
 
 export interface GvisorOptions {
@@ -180,8 +180,4 @@ export class GvisorDriver implements SandboxDriver {
       if (name.includes(id)) await rm(path.join(root, name), { recursive: true, force: true });
     }
   }
-}
-
-function lastLines(text: string): string {
-  return text.trim().split('\n').slice(-4).join(' | ') || 'no output';
 }

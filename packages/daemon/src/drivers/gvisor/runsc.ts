@@ -39,7 +39,7 @@ export class Runsc {
       return stdout;
     } catch (err) {
       const e = err as { stderr?: string; message: string; killed?: boolean };
-      const detail = (e.stderr || e.message).trim().split('\n').slice(-3).join(' | ');
+      const detail = lastLines(e.stderr || e.message);
       throw new WarrenError('internal', `runsc ${args[0]} failed${e.killed ? ' (timed out)' : ''}: ${detail}`);
     }
   }
@@ -49,4 +49,9 @@ export class Runsc {
     const parsed = JSON.parse(out || '[]') as Array<{ id: string; pid: number; status: string }> | null;
     return (parsed ?? []).map((c) => ({ id: c.id, pid: c.pid, status: c.status }));
   }
+}
+
+/** The end of runsc's stderr, on one line: where its error message is. */
+export function lastLines(text: string): string {
+  return text.trim().split('\n').slice(-4).join(' | ') || 'no output';
 }
