@@ -1,5 +1,7 @@
-// Bundles the guest agent into one file that the daemon mounts read-only into sandboxes.
+// Builds what the daemon mounts read-only into sandboxes: the guest agent bundled into one
+// file, and warren-init, linked statically so it runs on any template's root filesystem.
 import { build } from 'esbuild';
+import { execFileSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 const here = fileURLToPath(new URL('.', import.meta.url));
 await build({
@@ -12,3 +14,4 @@ await build({
   minify: false,
   logLevel: 'warning',
 });
+execFileSync('gcc', ['-O2', '-Wall', '-Wextra', '-Werror', '-static', '-o', `${here}dist/warren-init`, `${here}native/init.c`], { stdio: 'inherit' });

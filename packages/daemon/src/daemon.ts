@@ -1,5 +1,5 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
-import { copyFileSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -15,6 +15,7 @@ import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
+import { AGENT_FILE, INIT_FILE } from './drivers/gvisor/bundle.js';
 import { TemplateCatalog } from './templates/catalog.js';
 import { acquireHomeLock } from './lock.js';
 
@@ -30,13 +31,18 @@ export interface RunningDaemon {
   close(): Promise<void>;
 }
 
-/** Copies the bundled agent into home so sandboxes mount a stable, root-owned copy. */
+/** Copies the agent and warren-init into home so sandboxes mount a stable, root-owned copy. */
 function installAgent(guestDir: string): void {
   mkdirSync(guestDir, { recursive: true, mode: 0o755 });
-  const source = require.resolve('@warren/guest/agent');
-  const tmp = path.join(guestDir, '.agent.cjs.tmp');
-  copyFileSync(source, tmp);
-  renameSync(tmp, path.join(guestDir, 'agent.cjs'));
+  for (const [entry, name] of [
+    ['@warren/guest/agent', AGENT_FILE],
+    ['@warren/guest/init', INIT_FILE],
+  ]) {
+    const tmp = path.join(guestDir, `.${name}.tmp`);
+    copyFileSync(require.resolve(entry), tmp);
+    chmodSync(tmp, 0o755);
+    renameSync(tmp, path.join(guestDir, name));
+  }
 }
 
 export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Logger = pino({ name: 'warrend' })): Promise<RunningDaemon> {

@@ -1,7 +1,8 @@
 /**
- * warren guest agent. Runs as the sandbox's first process (under bash, which reaps orphans)
- * and serves the daemon over framed channels: the init process's stdio, plus one channel per
- * connection on AGENT_SOCKET_PATH, which `attach` relays use after a daemon restart.
+ * warren guest agent. Runs under warren-init, the sandbox's first process, which starts
+ * commands for it (spawner.ts) and reaps orphans. It serves the daemon over framed channels:
+ * the sandbox's stdio, plus one channel per connection on AGENT_SOCKET_PATH, which `attach`
+ * relays use after a daemon restart.
  *
  *   node agent.js serve    # the agent
  *   node agent.js attach   # relay stdio <-> the running agent's socket
@@ -13,12 +14,13 @@ import path from 'node:path';
 import { AGENT_SOCKET_PATH, GUEST_PROTOCOL_VERSION, WarrenError, type GuestOps, type GuestRequest } from '@warren/protocol/wire';
 import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
+import { Spawner } from './spawner.js';
 import * as files from './files.js';
 
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
 function serve(): void {
-  const processes = new ProcessTable();
+  const processes = new ProcessTable(new Spawner());
 
   const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
     switch (req.op) {
@@ -32,7 +34,7 @@ function serve(): void {
         return {};
       }
       case 'exec':
-        return { pid: processes.start(req.params as Params<'exec'>, channel, req.id) };
+        return { pid: await processes.start(req.params as Params<'exec'>, channel, req.id) };
       case 'proc.list':
         return { processes: processes.list() };
       case 'proc.output':

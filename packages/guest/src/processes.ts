@@ -3,12 +3,13 @@
  * caller subscribed to it. Output goes to files under OUTPUT_DIR so that nothing is lost
  * when no one is listening and memory stays flat; exit status stays until the sandbox dies.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readSync, statSync, writeSync, type Stats } from 'node:fs';
+import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD, OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import type { Channel } from './channel.js';
+import type { ExitStatus, Spawner } from './spawner.js';
 
 const OUTPUT_DIR = '/run/warren/procs';
 /** After the main process exits, how long to wait for children that still hold its pipes. */
@@ -33,7 +34,7 @@ interface OutputFile {
 
 interface Tracked {
   info: ProcessInfo;
-  child: ChildProcess;
+  stdin: Socket;
   started: number;
   out: OutputFile;
   err: OutputFile;
@@ -45,7 +46,7 @@ export class ProcessTable {
   private sandboxEnv: Record<string, string> = {};
   private pidsLimit = 0;
 
-  constructor() {
+  constructor(private spawner: Spawner) {
     mkdirSync(OUTPUT_DIR, { recursive: true, mode: 0o700 });
   }
 
@@ -54,10 +55,11 @@ export class ProcessTable {
     if (pidsLimit) this.pidsLimit = pidsLimit;
   }
 
-  start(params: GuestOps['exec']['params'], channel: Channel, stream: number): number {
+  async start(params: GuestOps['exec']['params'], channel: Channel, stream: number): Promise<number> {
     const user = lookupUser(params.user);
-    const command = params.argv ?? ['/bin/bash', '-c', params.cmd ?? ''];
     if (!params.argv && !params.cmd) throw new WarrenError('invalid_argument', 'give cmd or argv');
+    const command = params.argv ?? ['/bin/bash', '-c', params.cmd ?? ''];
+    if (command.length === 0 || command[0] === '') throw new WarrenError('invalid_argument', 'argv must name a program');
     const cwd = checkCwd(resolvePath(params.cwd ?? user.home, user), user);
     const env: Record<string, string> = {
       PATH: BASE_PATH,
@@ -70,36 +72,11 @@ export class ProcessTable {
       ...this.sandboxEnv,
       ...(params.env ?? {}),
     };
-    // RLIMIT_NPROC is the per-user process cap gVisor enforces inside the sandbox; the
-    // wrapper applies it to the command only, so a fork bomb fails its own forks with EAGAIN
-    // instead of exhausting the sandbox. The wrapper is there even without a limit so that a
-    // missing or non-executable binary always ends as exit 127/126 with the shell's message,
-    // the same as it does for a `cmd` string, instead of sometimes being a spawn error.
-    // A shell string needs no wrapper: bash sets the limit itself, on the same line so line
-    // numbers in error messages stay right (one exec less: spawning costs ~25 ms here).
-    const argv = params.argv
-      ? ['/bin/sh', '-c', `${this.pidsLimit ? `ulimit -p ${this.pidsLimit}; ` : ''}exec "$@"`, 'warren-exec', ...command] // dash spells RLIMIT_NPROC -p
-      : ['/bin/bash', '-c', `${this.pidsLimit ? `ulimit -u ${this.pidsLimit}; ` : ''}${params.cmd ?? ''}`];
-    let child: ChildProcess;
-    try {
-      child = spawn(argv[0], argv.slice(1), {
-        cwd,
-        env,
-        uid: user.uid,
-        gid: user.gid,
-        detached: true, // own process group, so a timeout can kill the whole tree
-        stdio: ['pipe', 'pipe', 'pipe'],
-      });
-    } catch (err) {
-      throw new WarrenError('invalid_argument', `cannot start command: ${(err as Error).message}`);
-    }
+    // RLIMIT_NPROC is the per-user process cap gVisor enforces inside the sandbox; set on the
+    // command only, a fork bomb fails its own forks with EAGAIN instead of exhausting the
+    // sandbox. warren-init sets it in the child, with no shell in between.
+    const child = await this.spawner.spawn({ argv: command, env, cwd, uid: user.uid, gid: user.gid, nproc: this.pidsLimit });
     const pid = child.pid;
-    if (pid === undefined) {
-      // spawn reports its failure as an 'error' event on the next tick; unheard, that event
-      // would crash the agent and with it the sandbox.
-      child.on('error', () => undefined);
-      throw new WarrenError('invalid_argument', `cannot start command ${JSON.stringify(command[0])} in ${cwd}`);
-    }
     const tracked: Tracked = {
       info: {
         pid,
@@ -110,7 +87,7 @@ export class ProcessTable {
         timedOut: false,
         startedAt: new Date().toISOString(),
       },
-      child,
+      stdin: child.stdin,
       started: Date.now(),
       out: this.openOutput(pid, 'out'),
       err: this.openOutput(pid, 'err'),
@@ -119,11 +96,11 @@ export class ProcessTable {
     this.procs.set(pid, tracked);
     if (params.subscribe) this.addSubscriber(tracked, channel, stream);
 
-    child.stdout!.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stdout', chunk));
-    child.stderr!.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stderr', chunk));
-    child.stdin!.on('error', () => undefined); // the command may exit without reading stdin
-    if (params.stdin !== undefined) child.stdin!.write(params.stdin);
-    if (!params.keepStdinOpen) child.stdin!.end();
+    child.stdout.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stdout', chunk));
+    child.stderr.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stderr', chunk));
+    child.stdin.on('error', () => undefined); // the command may exit without reading stdin
+    if (params.stdin !== undefined) child.stdin.write(params.stdin);
+    if (!params.keepStdinOpen) child.stdin.end();
 
     let timer: NodeJS.Timeout | undefined;
     if (params.timeoutMs) {
@@ -132,25 +109,32 @@ export class ProcessTable {
         killGroup(pid, 'SIGKILL');
       }, params.timeoutMs);
     }
-    let finished = false;
-    const finish = (code: number | null, signal: NodeJS.Signals | null) => {
-      if (finished) return;
-      finished = true;
+    // Done when the process has exited and its output is drained; background children of
+    // the command may keep its pipes open, so after exit wait for them only briefly.
+    let openPipes = 2;
+    let drained = false;
+    let status: ExitStatus | null = null;
+    const finish = () => {
+      if (!status || !tracked.info.running || (openPipes > 0 && !drained)) return;
       if (timer) clearTimeout(timer);
-      this.onExit(tracked, code, signal);
+      this.onExit(tracked, status);
     };
-    child.on('exit', (code, signal) => {
-      // Background children of the command may keep its pipes open; do not wait forever.
+    for (const pipe of [child.stdout, child.stderr]) {
+      pipe.on('error', () => undefined); // a destroyed pipe after the grace period
+      pipe.on('close', () => {
+        openPipes--;
+        finish();
+      });
+    }
+    void child.exited.then((exit) => {
+      status = exit;
       setTimeout(() => {
-        child.stdout?.destroy();
-        child.stderr?.destroy();
-        finish(code, signal);
+        drained = true;
+        child.stdout.destroy();
+        child.stderr.destroy();
+        finish();
       }, PIPE_GRACE_MS).unref();
-    });
-    child.on('close', (code, signal) => finish(code, signal));
-    child.on('error', (err) => {
-      this.onOutput(tracked, 'stderr', Buffer.from(`warren: ${err.message}\n`));
-      finish(127, null);
+      finish();
     });
     return pid;
   }
@@ -204,7 +188,7 @@ export class ProcessTable {
 
   writeStdin(params: GuestOps['proc.stdin']['params']): void {
     const t = this.get(params.pid);
-    const stdin = t.child.stdin!;
+    const stdin = t.stdin;
     // Writes after exit would vanish without an error (stdin is destroyed then); say so.
     if (!t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} has already exited`);
     if (stdin.writableEnded || stdin.destroyed) throw new WarrenError('failed_precondition', `stdin of process ${params.pid} is closed`);
@@ -245,14 +229,14 @@ export class ProcessTable {
     for (const s of t.subscribers) for (const frame of frames) s.channel.sendData(s.stream, frame);
   }
 
-  private onExit(t: Tracked, code: number | null, signal: NodeJS.Signals | null): void {
+  private onExit(t: Tracked, { code, signal }: ExitStatus): void {
     t.info.running = false;
     t.info.exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : null);
     if (signal) t.info.signal = signal;
     t.info.endedAt = new Date().toISOString();
     for (const s of t.subscribers) sendExit(t, s.channel, s.stream);
     t.subscribers.clear();
-    t.child.stdin?.destroy();
+    t.stdin.destroy();
     for (const file of [t.out, t.err]) {
       if (file.fd !== null) closeSync(file.fd);
       file.fd = null;

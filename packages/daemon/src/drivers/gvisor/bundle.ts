@@ -3,7 +3,10 @@ import type { StartSpec } from '../driver.js';
 
 export const GUEST_NODE_PATH = '/opt/warren/bin/node';
 export const GUEST_LIB_DIR = '/opt/warren/lib';
-export const AGENT_PATH = `${GUEST_LIB_DIR}/agent.cjs`;
+export const AGENT_FILE = 'agent.cjs';
+export const INIT_FILE = 'warren-init';
+export const AGENT_PATH = `${GUEST_LIB_DIR}/${AGENT_FILE}`;
+const INIT_PATH = `${GUEST_LIB_DIR}/${INIT_FILE}`;
 
 // Docker's default set plus SYS_PTRACE (debuggers and strace work inside). NET_RAW is left
 // out on purpose: raw sockets are an egress bypass. These capabilities act on the
@@ -44,8 +47,8 @@ export function buildSpec(input: BundleInputs): Record<string, unknown> {
     process: {
       terminal: false,
       user: { uid: 0, gid: 0 },
-      // bash stays as the sandbox's init so orphaned processes are reaped.
-      args: ['/bin/bash', '-c', `${GUEST_NODE_PATH} ${AGENT_PATH} serve; exit $?`],
+      // warren-init reaps orphans and starts commands for the agent (packages/guest/native).
+      args: [INIT_PATH, GUEST_NODE_PATH, AGENT_PATH, 'serve'],
       env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8'],
       cwd: '/',
       capabilities: {

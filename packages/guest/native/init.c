@@ -1,0 +1,326 @@
+/*
+ * warren-init: the sandbox's first process. It starts the guest agent and then every command
+ * the agent asks for, and reaps orphans as an init must.
+ *
+ * Why a separate native process: under gVisor, fork() copies the caller's whole address
+ * space through the Sentry. From the agent (node, ~100 MB) a spawn costs 70 to 100 ms; from
+ * a small process with vfork about 25 ms (bench/README.md, "Spawn cost inside gVisor").
+ *
+ *   warren-init AGENT_ARGV...
+ *
+ * The agent runs with the sandbox's stdio (its channel to the daemon) and gets fd 3, a unix
+ * socket to this process, which carries:
+ *   requests = u32 little-endian length, then NUL-terminated fields:
+ *              "spawn" ID UID GID NPROC CWD ARGC ARGV[0..ARGC) ENV...
+ *              "release" ID
+ *   replies  = one text line each:
+ *              "spawned ID PID STDIN_FD STDOUT_FD STDERR_FD"  the agent opens these fds of
+ *                  this process through /proc/1/fd, then sends "release ID" so they close here
+ *              "failed ID ERRNO"                              no process was started
+ *              "exit PID CODE SIGNAL"                         CODE is -1 when killed by SIGNAL;
+ *                  also sent for reaped orphans, which the agent does not know and ignores
+ * When the agent exits, so does this process, with the agent's status: the sandbox ends.
+ *
+ * A command's child makes only system calls between vfork and execve: it shares this
+ * process's memory until then. Setup or exec failures are reported the way a shell reports
+ * them: a message on the command's stderr and exit status 127 (not found) or 126 (found but
+ * not executable).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define MAX_REQUEST (8u << 20)
+#define MAX_HELD 4096
+
+struct held {
+  unsigned long id;
+  int fds[3];
+};
+
+static struct held held[MAX_HELD];
+static int held_count;
+static int ctl = -1;
+static pid_t agent_pid;
+
+static void die(const char *what) {
+  fprintf(stderr, "warren-init: %s: %s\n", what, strerror(errno));
+  exit(70);
+}
+
+static void reply(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void reply(const char *fmt, ...) {
+  char line[256];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  for (int off = 0; off < n;) {
+    ssize_t w = write(ctl, line + off, (size_t)(n - off));
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0) return; /* the agent is gone; its exit ends this process */
+    off += (int)w;
+  }
+}
+
+/* Writes "warren: NAME: REASON\n" to fd 2 without touching shared memory, then exits. */
+static void child_fail(const char *name, const char *reason, int status) {
+  struct iovec parts[] = {
+      {(void *)"warren: ", 8}, {(void *)name, strlen(name)}, {(void *)": ", 2}, {(void *)reason, strlen(reason)}, {(void *)"\n", 1}};
+  (void)!syscall(SYS_writev, 2, parts, 5);
+  _exit(status);
+}
+
+static const char *env_lookup(char **env, const char *name) {
+  size_t len = strlen(name);
+  for (; *env; env++)
+    if (strncmp(*env, name, len) == 0 && (*env)[len] == '=') return *env + len + 1;
+  return NULL;
+}
+
+/* execve, falling back to /bin/sh for a script without a #! line, as execvp does. */
+static void exec_file(const char *file, char **argv, char **env) {
+  execve(file, argv, env);
+  if (errno == ENOEXEC) {
+    int argc = 0;
+    while (argv[argc]) argc++;
+    char *shargv[argc + 2];
+    shargv[0] = (char *)"sh";
+    shargv[1] = (char *)file;
+    for (int i = 1; i <= argc; i++) shargv[i + 1] = argv[i];
+    execve("/bin/sh", shargv, env);
+    errno = ENOEXEC;
+  }
+}
+
+/* In a child before execve: this process ignores SIGPIPE, and ignored signals survive exec. */
+static void reset_signals(void) {
+  struct sigaction dfl = {.sa_handler = SIG_DFL};
+  sigaction(SIGPIPE, &dfl, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+}
+
+/* Runs in the vfork child. Never returns. */
+static void child(char **argv, char **env, const char *cwd, unsigned uid, unsigned gid, unsigned long nproc, int in_fd, int out_fd, int err_fd) {
+  if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
+  /* Its own session, so a timeout or signal reaches the whole tree with kill(-pid). */
+  if (syscall(SYS_setsid) < 0) child_fail(argv[0], "setsid failed", 127);
+  if (nproc) {
+    struct rlimit lim = {nproc, nproc};
+    if (syscall(SYS_setrlimit, RLIMIT_NPROC, &lim) < 0) child_fail(argv[0], strerror(errno), 127);
+  }
+  if (syscall(SYS_setgroups, 0, NULL) < 0 || syscall(SYS_setresgid, gid, gid, gid) < 0 || syscall(SYS_setresuid, uid, uid, uid) < 0)
+    child_fail(argv[0], strerror(errno), 127);
+  if (syscall(SYS_chdir, cwd) < 0) child_fail(cwd, strerror(errno), 127);
+  reset_signals();
+
+  const char *name = argv[0];
+  if (strchr(name, '/')) {
+    exec_file(name, argv, env);
+    child_fail(name, strerror(errno), errno == ENOENT || errno == ENOTDIR ? 127 : 126);
+  }
+  /* PATH comes from the command's environment, not the helper's (execvpe would use ours). */
+  const char *path = env_lookup(env, "PATH");
+  if (!path) path = "/usr/local/bin:/usr/bin:/bin";
+  int denied = 0;
+  char candidate[PATH_MAX];
+  for (const char *dir = path;;) {
+    const char *end = strchrnul(dir, ':');
+    size_t dlen = (size_t)(end - dir);
+    if (dlen == 0) dir = ".", dlen = 1;
+    if (dlen + 1 + strlen(name) + 1 <= sizeof candidate) {
+      memcpy(candidate, dir, dlen);
+      candidate[dlen] = '/';
+      strcpy(candidate + dlen + 1, name);
+      exec_file(candidate, argv, env);
+      if (errno == EACCES) denied = 1;
+      else if (errno != ENOENT && errno != ENOTDIR) child_fail(name, strerror(errno), 126);
+    }
+    if (!*end) break;
+    dir = end + 1;
+  }
+  if (denied) child_fail(name, strerror(EACCES), 126);
+  child_fail(name, "not found", 127);
+}
+
+static void close_all(int *fds, int n) {
+  for (int i = 0; i < n; i++)
+    if (fds[i] >= 0) close(fds[i]);
+}
+
+static void do_spawn(char **fields, int nfields) {
+  /* id uid gid nproc cwd argc argv... env... */
+  if (nfields < 7) {
+    reply("failed %s %d\n", nfields > 0 ? fields[0] : "0", EINVAL);
+    return;
+  }
+  unsigned long id = strtoul(fields[0], NULL, 10);
+  unsigned uid = (unsigned)strtoul(fields[1], NULL, 10);
+  unsigned gid = (unsigned)strtoul(fields[2], NULL, 10);
+  unsigned long nproc = strtoul(fields[3], NULL, 10);
+  const char *cwd = fields[4];
+  int argc = atoi(fields[5]);
+  if (argc < 1 || 6 + argc > nfields || held_count >= MAX_HELD) {
+    reply("failed %lu %d\n", id, argc < 1 ? EINVAL : EAGAIN);
+    return;
+  }
+  int envc = nfields - 6 - argc;
+  char *argv[argc + 1], *env[envc + 1];
+  memcpy(argv, fields + 6, sizeof(char *) * (size_t)argc);
+  argv[argc] = NULL;
+  memcpy(env, fields + 6 + argc, sizeof(char *) * (size_t)envc);
+  env[envc] = NULL;
+
+  int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
+  if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
+    int e = errno;
+    close_all(in, 2), close_all(out, 2), close_all(err, 2);
+    reply("failed %lu %d\n", id, e);
+    return;
+  }
+  pid_t pid = vfork();
+  if (pid == 0) child(argv, env, cwd, uid, gid, nproc, in[0], out[1], err[1]);
+  int e = errno;
+  close(in[0]), close(out[1]), close(err[1]);
+  if (pid < 0) {
+    close(in[1]), close(out[0]), close(err[0]);
+    reply("failed %lu %d\n", id, e);
+    return;
+  }
+  held[held_count++] = (struct held){id, {in[1], out[0], err[0]}};
+  reply("spawned %lu %d %d %d %d\n", id, (int)pid, in[1], out[0], err[0]);
+}
+
+static void do_release(char **fields, int nfields) {
+  if (nfields < 1) return;
+  unsigned long id = strtoul(fields[0], NULL, 10);
+  for (int i = 0; i < held_count; i++) {
+    if (held[i].id != id) continue;
+    close_all(held[i].fds, 3);
+    held[i] = held[--held_count];
+    return;
+  }
+}
+
+static void handle_request(char *buf, uint32_t len) {
+  int nfields = 0;
+  for (uint32_t i = 0; i < len; i++)
+    if (buf[i] == '\0') nfields++;
+  if (nfields == 0 || buf[len - 1] != '\0') return;
+  char **fields = malloc(sizeof(char *) * (size_t)nfields);
+  if (!fields) die("malloc");
+  char *p = buf;
+  for (int i = 0; i < nfields; i++) {
+    fields[i] = p;
+    p += strlen(p) + 1;
+  }
+  if (strcmp(fields[0], "spawn") == 0) do_spawn(fields + 1, nfields - 1);
+  else if (strcmp(fields[0], "release") == 0) do_release(fields + 1, nfields - 1);
+  free(fields);
+}
+
+static void reap(void) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid <= 0) return;
+    if (pid == agent_pid) exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    if (WIFEXITED(status)) reply("exit %d %d 0\n", (int)pid, WEXITSTATUS(status));
+    else if (WIFSIGNALED(status)) reply("exit %d -1 %d\n", (int)pid, WTERMSIG(status));
+  }
+}
+
+/* The agent keeps the sandbox's stdio and gets its end of the control socket as fd 3. */
+static void start_agent(char **argv, int agent_end) {
+  extern char **environ;
+  pid_t pid = vfork();
+  if (pid == 0) {
+    if (dup2(agent_end, 3) < 0) _exit(127);
+    reset_signals();
+    execve(argv[0], argv, environ);
+    child_fail(argv[0], strerror(errno), 127);
+  }
+  if (pid < 0) die("starting the agent");
+  agent_pid = pid;
+  close(agent_end);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: warren-init AGENT_ARGV...\n");
+    return 64;
+  }
+  /* Losing the daemon's end of stdio must never kill the sandbox's init. */
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  if (sigprocmask(SIG_BLOCK, &chld, NULL) < 0) die("sigprocmask");
+  int sfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) die("signalfd");
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) die("socketpair");
+  ctl = pair[0];
+  start_agent(argv + 1, pair[1]);
+
+  size_t cap = 64 * 1024, have = 0;
+  char *buf = malloc(cap);
+  if (!buf) die("malloc");
+  struct pollfd fds[2] = {{ctl, POLLIN, 0}, {sfd, POLLIN, 0}};
+  for (;;) {
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      die("poll");
+    }
+    if (fds[1].revents) {
+      struct signalfd_siginfo info;
+      while (read(sfd, &info, sizeof info) == sizeof info) {
+      }
+      reap();
+    }
+    if (!fds[0].revents) continue;
+    if (have == cap) {
+      cap *= 2;
+      if (!(buf = realloc(buf, cap))) die("realloc");
+    }
+    ssize_t n = read(ctl, buf + have, cap - have);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      /* The agent closed its end: nothing more to serve, but it still has to be reaped. */
+      fds[0].fd = -1;
+      continue;
+    }
+    have += (size_t)n;
+    size_t at = 0;
+    while (have - at >= 4) {
+      uint32_t len;
+      memcpy(&len, buf + at, 4);
+      if (len > MAX_REQUEST) {
+        fprintf(stderr, "warren-init: request of %u bytes is too large\n", len);
+        exit(65);
+      }
+      if (have - at - 4 < len) break;
+      if (len > 0) handle_request(buf + at + 4, len);
+      at += 4 + len;
+    }
+    memmove(buf, buf + at, have - at);
+    have -= at;
+  }
+}

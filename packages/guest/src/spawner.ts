@@ -1,0 +1,161 @@
+/**
+ * The agent's side of warren-init (packages/guest/native/init.c), the sandbox's first
+ * process, which starts commands for the agent with vfork: from node itself every spawn
+ * would copy node's whole address space through the gVisor Sentry, three to four times the
+ * cost. The protocol is described in init.c.
+ */
+import net from 'node:net';
+import { constants as fsConstants, openSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
+import { WarrenError } from '@warren/protocol/wire';
+
+/** The control socket warren-init hands the agent. */
+const INIT_CONTROL_FD = 3;
+const INIT_PID = 1;
+
+export interface SpawnRequest {
+  argv: string[];
+  env: Record<string, string>;
+  cwd: string;
+  uid: number;
+  gid: number;
+  /** RLIMIT_NPROC for the command; 0 leaves it unset. */
+  nproc: number;
+}
+
+export interface ExitStatus {
+  /** null when killed by a signal, or when the exit was lost with warren-init. */
+  code: number | null;
+  signal: NodeJS.Signals | null;
+}
+
+export interface SpawnedProcess {
+  pid: number;
+  stdin: net.Socket;
+  stdout: net.Socket;
+  stderr: net.Socket;
+  /** Resolves when warren-init has reaped the process. */
+  exited: Promise<ExitStatus>;
+}
+
+interface Pending {
+  resolve(p: SpawnedProcess): void;
+  reject(err: Error): void;
+}
+
+export class Spawner {
+  private socket: net.Socket;
+  private nextId = 1;
+  private pending = new Map<number, Pending>();
+  private running = new Map<number, (status: ExitStatus) => void>();
+  private buffered = '';
+  private lost: Error | null = null;
+
+  constructor() {
+    this.socket = new net.Socket({ fd: INIT_CONTROL_FD, readable: true, writable: true });
+    this.socket.setEncoding('utf8');
+    this.socket.on('data', (text: string) => this.onText(text));
+    this.socket.on('error', (err) => this.onLost(err));
+    this.socket.on('close', () => this.onLost(new Error('warren-init closed the control socket')));
+  }
+
+  spawn(req: SpawnRequest): Promise<SpawnedProcess> {
+    if (this.lost) return Promise.reject(new WarrenError('unavailable', `cannot start commands: ${this.lost.message}`));
+    const id = this.nextId++;
+    const env = Object.entries(req.env).map(([k, v]) => `${k}=${v}`);
+    const fields = ['spawn', id, req.uid, req.gid, req.nproc, req.cwd, req.argv.length, ...req.argv, ...env].map(String);
+    for (const f of fields) {
+      // A NUL would shift every later field; the kernel could not take it in argv or env anyway.
+      if (f.includes('\0')) throw new WarrenError('invalid_argument', 'command, cwd and env must not contain NUL characters');
+    }
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject });
+      this.send(fields);
+    });
+  }
+
+  private onText(text: string): void {
+    this.buffered += text;
+    let nl: number;
+    while ((nl = this.buffered.indexOf('\n')) >= 0) {
+      const line = this.buffered.slice(0, nl);
+      this.buffered = this.buffered.slice(nl + 1);
+      this.onReply(line.split(' '));
+    }
+  }
+
+  private onReply([kind, ...args]: string[]): void {
+    const nums = args.map(Number);
+    if (kind === 'spawned') {
+      const [id, pid, inFd, outFd, errFd] = nums;
+      const waiter = this.pending.get(id);
+      this.pending.delete(id);
+      let spawned: SpawnedProcess;
+      try {
+        spawned = {
+          pid,
+          stdin: openPipe(inFd, 'write'),
+          stdout: openPipe(outFd, 'read'),
+          stderr: openPipe(errFd, 'read'),
+          // Registered before this line's processing ends, so the exit line cannot beat it.
+          exited: new Promise((resolve) => this.running.set(pid, resolve)),
+        };
+      } catch (err) {
+        waiter?.reject(new WarrenError('internal', `cannot open the pipes of process ${pid}: ${(err as Error).message}`));
+        return;
+      } finally {
+        this.send(['release', String(id)]);
+      }
+      waiter?.resolve(spawned);
+    } else if (kind === 'failed') {
+      const [id, errno] = nums;
+      const waiter = this.pending.get(id);
+      this.pending.delete(id);
+      const name = errnoName(errno);
+      waiter?.reject(
+        name === 'EAGAIN'
+          ? new WarrenError('resource_exhausted', 'cannot start command: the sandbox has too many processes (EAGAIN)')
+          : new WarrenError('internal', `cannot start command: ${name}`),
+      );
+    } else if (kind === 'exit') {
+      const [pid, code, signal] = nums;
+      const done = this.running.get(pid);
+      this.running.delete(pid); // an orphan reaped by init is not ours: nothing to do
+      done?.({ code: code >= 0 ? code : null, signal: code >= 0 ? null : signalName(signal) });
+    }
+  }
+
+  private send(fields: string[]): void {
+    const body = Buffer.from(fields.join('\0') + '\0');
+    const header = Buffer.alloc(4);
+    header.writeUInt32LE(body.length);
+    this.socket.write(Buffer.concat([header, body]));
+  }
+
+  /** Without init nothing can be started or reaped; running commands are reported as lost. */
+  private onLost(err: Error): void {
+    if (this.lost) return;
+    this.lost = err;
+    process.stderr.write(`warren-agent: lost warren-init: ${err.message}\n`);
+    for (const p of this.pending.values()) p.reject(new WarrenError('unavailable', `cannot start command: ${err.message}`));
+    this.pending.clear();
+    for (const done of this.running.values()) done({ code: null, signal: null });
+    this.running.clear();
+  }
+}
+
+function openPipe(fd: number, mode: 'read' | 'write'): net.Socket {
+  const flags = (mode === 'read' ? fsConstants.O_RDONLY : fsConstants.O_WRONLY) | fsConstants.O_NONBLOCK;
+  const own = openSync(`/proc/${INIT_PID}/fd/${fd}`, flags);
+  return new net.Socket({ fd: own, readable: mode === 'read', writable: mode === 'write' });
+}
+
+function errnoName(errno: number): string {
+  const entry = Object.entries(osConstants.errno).find(([, n]) => n === errno);
+  return entry ? entry[0] : `errno ${errno}`;
+}
+
+function signalName(signal: number): NodeJS.Signals | null {
+  const entry = Object.entries(osConstants.signals).find(([, n]) => n === signal);
+  return entry ? (entry[0] as NodeJS.Signals) : null;
+}
