@@ -3,6 +3,7 @@ import { Command, Option } from 'commander';
 import { Sandbox, WarrenError } from '@warren/sdk';
 import { copy } from './cp.js';
 import { doctor } from './doctor.js';
+import { registerTemplateCommands } from './template.js';
 import { collect, keyValues, printJson, sandboxRows } from './output.js';
 
 const program = new Command();
@@ -158,6 +159,8 @@ program
   .action(async () => {
     process.exitCode = (await doctor()) ? 0 : 1;
   });
+
+registerTemplateCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   const message = err instanceof WarrenError ? `${err.message}` : (err as Error).message;

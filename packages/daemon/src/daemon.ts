@@ -17,6 +17,8 @@ import { SandboxService } from './core/sandboxes.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
 import { AGENT_FILE, INIT_FILE } from './drivers/gvisor/bundle.js';
 import { TemplateCatalog } from './templates/catalog.js';
+import { TemplateBuilder } from './templates/builder.js';
+import { TemplateService } from './templates/service.js';
 import { acquireHomeLock } from './lock.js';
 
 const require = createRequire(import.meta.url);
@@ -68,17 +70,21 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     hostGuestLibDir: paths.guest,
     log,
   });
-  const templates = new TemplateCatalog(config.templatesDir);
+  const templates = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
   const sandboxes = new SandboxService({ registry, driver, templates, log });
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
 
+  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostNodeBinary: process.execPath, catalog: templates, log });
+  await builder.recover();
+  const templateService = new TemplateService(templates, builder, log);
+  templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));
   await recover({ registry, driver, sandboxes, sandboxesDir: paths.sandboxes, log });
   sandboxes.startHeartbeat();
   const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
   reaper.start();
 
-  const app = buildApp({ registry, sandboxes, exec, files, templates, log, version: VERSION });
+  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, log, version: VERSION });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses

@@ -1,2 +1,3 @@
 export { startDaemon, VERSION, type RunningDaemon } from './daemon.js';
 export { resolveConfig, layout, DEFAULT_HOME, DEFAULT_PORT, type DaemonConfig } from './config.js';
+export { buildTemplateLocally, type LocalBuildOptions } from './templates/local.js';

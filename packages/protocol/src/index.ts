@@ -2,3 +2,4 @@ export * from './errors.js';
 export * from './api.js';
 export * from './guest.js';
 export * from './frames.js';
+export * from './templates.js';

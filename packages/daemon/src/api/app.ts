@@ -14,6 +14,8 @@ import { lingerOnUnreadBody } from './body.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
+import { templateRoutes } from './routes/templates.js';
+import type { TemplateService } from '../templates/service.js';
 
 export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -23,6 +25,7 @@ export interface ApiDeps {
   exec: ExecService;
   files: FileService;
   templates: TemplateCatalog;
+  templateService: TemplateService;
   log: Logger;
   version: string;
 }
@@ -46,7 +49,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   });
 
   app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive() } satisfies HealthInfo));
-  app.get('/v1/templates', (c) => c.json({ templates: deps.templates.list().map(({ name, version, builtAt }) => ({ name, version, builtAt })) }));
+  app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));

@@ -1,8 +1,10 @@
 /** Newline-delimited JSON responses for live streams (exec output, process follow). */
 import { KEEPALIVE_SECONDS, type ExecStreamEvent } from '@warren/protocol';
 
-export interface EventSink {
-  send(event: ExecStreamEvent | { type: 'error'; code: string; message: string }): void;
+type DefaultEvent = ExecStreamEvent | { type: 'error'; code: string; message: string };
+
+export interface EventSink<E = DefaultEvent> {
+  send(event: E): void;
   close(): void;
 }
 
@@ -10,7 +12,7 @@ export interface EventSink {
  * `produce` starts the work and returns a detach function called if the client goes away
  * (the work itself keeps going: a command's lifetime is not tied to the request).
  */
-export function ndjsonResponse(produce: (sink: EventSink) => () => void): Response {
+export function ndjsonResponse<E extends { type: string } = DefaultEvent>(produce: (sink: EventSink<E>) => () => void): Response {
   const encoder = new TextEncoder();
   let detach: (() => void) | undefined;
   let closed = false;
@@ -18,7 +20,7 @@ export function ndjsonResponse(produce: (sink: EventSink) => () => void): Respon
   let keepalive: NodeJS.Timeout | undefined;
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
-      const sink: EventSink = {
+      const sink: EventSink<E> = {
         send(event) {
           if (closed) return;
           lastSent = Date.now();
@@ -32,7 +34,7 @@ export function ndjsonResponse(produce: (sink: EventSink) => () => void): Respon
         },
       };
       keepalive = setInterval(() => {
-        if (Date.now() - lastSent >= KEEPALIVE_SECONDS * 1000) sink.send({ type: 'keepalive' });
+        if (Date.now() - lastSent >= KEEPALIVE_SECONDS * 1000) sink.send({ type: 'keepalive' } as E);
       }, 1000);
       keepalive.unref();
       detach = produce(sink);

@@ -9,6 +9,7 @@ import type { Logger } from 'pino';
 import type { SandboxDriver } from '../drivers/driver.js';
 import type { Registry } from './registry.js';
 import type { SandboxService } from './sandboxes.js';
+import { BUILD_CONTAINER_PREFIX } from '../templates/builder.js';
 
 export async function recover(opts: {
   registry: Registry;
@@ -18,7 +19,9 @@ export async function recover(opts: {
   log: Logger;
 }): Promise<{ reattached: number; lost: number; orphans: number }> {
   const { registry, driver, sandboxes, log } = opts;
-  const onHost = new Map((await driver.list()).map((s) => [s.id, s]));
+  // Template build containers (build-*) belong to the template builder, which clears the
+  // ones whose build died (templates/staging.ts); a live one may be a local build's.
+  const onHost = new Map((await driver.list()).filter((s) => !s.id.startsWith(BUILD_CONTAINER_PREFIX)).map((s) => [s.id, s]));
   let reattached = 0;
   let lost = 0;
   let orphans = 0;

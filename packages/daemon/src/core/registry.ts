@@ -133,6 +133,11 @@ export class Registry {
     return (this.db.prepare("SELECT * FROM sandboxes WHERE state != 'dead' AND expires_at <= ?").all(now) as Row[]).map(fromRow);
   }
 
+  /** Ids of sandboxes that are not dead and were created from this template. */
+  liveUsingTemplate(template: string): string[] {
+    return (this.db.prepare("SELECT id FROM sandboxes WHERE state != 'dead' AND template = ? ORDER BY id").all(template) as Array<{ id: string }>).map((r) => r.id);
+  }
+
   countLive(): number {
     return (this.db.prepare("SELECT count(*) AS n FROM sandboxes WHERE state != 'dead'").get() as { n: number }).n;
   }

@@ -1,39 +1,63 @@
 /**
  * Installed templates. A template lives in <home>/templates/<name>/<version>/rootfs, with
- * <home>/templates/<name>/current pointing at the version that new sandboxes get.
+ * <home>/templates/<name>/current pointing at the version that new sandboxes get, and
+ * <version>/manifest.json holding its recipe's runtime defaults (see TemplateManifest).
+ * Version directories are only ever read once they exist: builds stage elsewhere and rename.
  */
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import path from 'node:path';
-import { WarrenError } from '@warren/protocol';
+import { TEMPLATE_NAME_PATTERN, WarrenError, type StartCommand, type TemplateManifest } from '@warren/protocol';
 
 export interface TemplateInfo {
   name: string;
   version: string;
+  /** Host path of the version's root filesystem (never sent to API clients). */
   rootfs: string;
   builtAt?: string;
+  /** Absent for templates built before recipes (the old recipe.sh). */
+  recipeHash?: string;
+  from?: string;
+  /** Runtime defaults left by the recipe's env/workdir/user steps. */
+  env: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  start?: StartCommand;
+  ready?: { cmd?: string; port?: number; timeoutSeconds: number };
 }
 
 export class TemplateCatalog {
-  constructor(private dir: string) {}
+  /** `warn` hears about unreadable manifests (the template is still listed, with defaults). */
+  constructor(
+    private dir: string,
+    private warn: (msg: string, fields: Record<string, unknown>) => void = () => {},
+  ) {}
+
+  get templatesDir(): string {
+    return this.dir;
+  }
 
   list(): TemplateInfo[] {
     if (!existsSync(this.dir)) return [];
     return readdirSync(this.dir)
+      .filter((name) => TEMPLATE_NAME_PATTERN.test(name)) // skips .layers, .build, .trash
+      .sort()
       .map((name) => this.find(name))
       .filter((t): t is TemplateInfo => t !== undefined);
   }
 
   find(name: string): TemplateInfo | undefined {
+    if (!TEMPLATE_NAME_PATTERN.test(name)) return undefined;
     const current = path.join(this.dir, name, 'current');
     if (!existsSync(path.join(current, 'rootfs'))) return undefined;
     const versionDir = realpathSync(current);
-    let builtAt: string | undefined;
-    try {
-      builtAt = (JSON.parse(readFileSync(path.join(versionDir, 'manifest.json'), 'utf8')) as { builtAt?: string }).builtAt;
-    } catch {
-      builtAt = undefined;
-    }
-    return { name, version: path.basename(versionDir), rootfs: path.join(versionDir, 'rootfs'), builtAt };
+    const manifest = this.readManifest(versionDir);
+    return {
+      env: {},
+      ...manifest,
+      name,
+      version: path.basename(versionDir),
+      rootfs: path.join(versionDir, 'rootfs'),
+    };
   }
 
   resolve(name: string): TemplateInfo {
@@ -44,4 +68,20 @@ export class TemplateCatalog {
       available,
     });
   }
+
+  private readManifest(versionDir: string): Partial<TemplateManifest> {
+    const file = path.join(versionDir, 'manifest.json');
+    try {
+      return JSON.parse(readFileSync(file, 'utf8')) as Partial<TemplateManifest>;
+    } catch (err) {
+      this.warn('unreadable template manifest; using defaults', { file, err: (err as Error).message });
+      return {};
+    }
+  }
+}
+
+/** What API clients see of a template: everything but host paths. */
+export function publicTemplateInfo(t: TemplateInfo): Omit<TemplateInfo, 'rootfs'> {
+  const { rootfs: _rootfs, ...rest } = t;
+  return rest;
 }

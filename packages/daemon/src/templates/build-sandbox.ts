@@ -1,0 +1,137 @@
+/**
+ * Runs one build step's command in a gVisor sandbox: `runsc run` (not detached) under the
+ * daemon's runsc root, rootfs = the step's overlayfs mount (--overlay2=none, so writes go
+ * straight to the step's new upper layer), host networking so apt can fetch packages.
+ * Build steps are operator input, like a Dockerfile; sandboxes themselves never get a
+ * network device (docs/templates.md). No cgroup: build steps are not metered.
+ */
+import { existsSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { Runsc } from '../drivers/gvisor/runsc.js';
+import { GUEST_NODE_PATH } from '../drivers/gvisor/bundle.js';
+import { LineSplitter } from './lines.js';
+import type { TemplateUser } from './passwd.js';
+
+// The sandbox set (drivers/gvisor/bundle.ts): Docker's defaults plus SYS_PTRACE, no NET_RAW.
+const ROOT_CAPABILITIES = [
+  'CAP_CHOWN',
+  'CAP_DAC_OVERRIDE',
+  'CAP_FSETID',
+  'CAP_FOWNER',
+  'CAP_MKNOD',
+  'CAP_SETGID',
+  'CAP_SETUID',
+  'CAP_SETFCAP',
+  'CAP_SETPCAP',
+  'CAP_NET_BIND_SERVICE',
+  'CAP_SYS_CHROOT',
+  'CAP_KILL',
+  'CAP_AUDIT_WRITE',
+  'CAP_SYS_PTRACE',
+];
+
+export interface BuildCommand {
+  containerId: string;
+  bundleDir: string;
+  /** The merged overlay mount. */
+  rootfs: string;
+  script: string;
+  user: TemplateUser;
+  cwd: string;
+  env: Record<string, string>;
+  hostNodeBinary: string;
+  onLine: (stream: 'stdout' | 'stderr', line: string) => void;
+  signal: AbortSignal;
+}
+
+export interface BuildCommandResult {
+  exitCode: number | null;
+  signal: NodeJS.Signals | null;
+  /** The last lines of output (stdout and stderr interleaved as they came). */
+  tail: string[];
+  aborted: boolean;
+}
+
+export function buildRunsc(binary: string, root: string): Runsc {
+  return new Runsc({ binary, root, platform: 'systrap' });
+}
+
+export async function runBuildCommand(runsc: Runsc, cmd: BuildCommand): Promise<BuildCommandResult> {
+  await writeFile(path.join(cmd.bundleDir, 'config.json'), JSON.stringify(buildSpec(cmd), null, 1));
+  const child = runsc.spawn(['run', '--bundle', cmd.bundleDir, cmd.containerId], ['--network', 'host', '--overlay2', 'none'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const tail: string[] = [];
+  const out = new LineSplitter((l) => cmd.onLine('stdout', l), tail);
+  const err = new LineSplitter((l) => cmd.onLine('stderr', l), tail);
+  child.stdout!.on('data', (d: Buffer) => out.push(d));
+  child.stderr!.on('data', (d: Buffer) => err.push(d));
+  let aborted = false;
+  const onAbort = () => {
+    aborted = true;
+    // Deleting the container ends the `runsc run` that waits on it.
+    void runsc.run(['delete', '--force', cmd.containerId], 30_000).catch(() => child.kill('SIGKILL'));
+  };
+  cmd.signal.addEventListener('abort', onAbort, { once: true });
+  const [exitCode, signal] = await new Promise<[number | null, NodeJS.Signals | null]>((resolve) => {
+    child.on('error', (e) => {
+      tail.push(`cannot start runsc: ${e.message}`);
+      resolve([null, null]);
+    });
+    child.on('close', (code, sig) => resolve([code, sig]));
+  });
+  cmd.signal.removeEventListener('abort', onAbort);
+  out.end();
+  err.end();
+  return { exitCode, signal, tail, aborted };
+}
+
+function buildSpec(cmd: BuildCommand): Record<string, unknown> {
+  const root = cmd.user.uid === 0;
+  const env = {
+    PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
+    HOME: cmd.user.home,
+    LANG: 'C.UTF-8',
+    ...cmd.env,
+  };
+  const mounts: Array<Record<string, unknown>> = [
+    { destination: '/proc', type: 'proc', source: 'proc' },
+    { destination: '/dev', type: 'tmpfs', source: 'tmpfs', options: ['nosuid', 'strictatime', 'mode=755', 'size=65536k'] },
+    { destination: '/dev/pts', type: 'devpts', source: 'devpts', options: ['nosuid', 'noexec', 'newinstance', 'ptmxmode=0666', 'mode=0620'] },
+    { destination: '/dev/shm', type: 'tmpfs', source: 'shm', options: ['nosuid', 'noexec', 'nodev', 'mode=1777', 'size=65536k'] },
+    { destination: '/sys', type: 'sysfs', source: 'sysfs', options: ['nosuid', 'noexec', 'nodev', 'ro'] },
+  ];
+  // Bind mounts only over files the template already has: runsc would otherwise create the
+  // mount point, and it would end up in the layer.
+  if (existsSync(path.join(cmd.rootfs, 'etc/resolv.conf')) && existsSync('/etc/resolv.conf')) {
+    mounts.push({ destination: '/etc/resolv.conf', type: 'bind', source: '/etc/resolv.conf', options: ['rbind', 'ro'] });
+  }
+  if (existsSync(path.join(cmd.rootfs, GUEST_NODE_PATH.slice(1)))) {
+    mounts.push({ destination: GUEST_NODE_PATH, type: 'bind', source: cmd.hostNodeBinary, options: ['rbind', 'ro'] });
+  }
+  return {
+    ociVersion: '1.0.2',
+    process: {
+      terminal: false,
+      user: { uid: cmd.user.uid, gid: cmd.user.gid, additionalGids: cmd.user.additionalGids },
+      args: ['/bin/sh', '-c', cmd.script],
+      env: Object.entries(env).map(([k, v]) => `${k}=${v}`),
+      cwd: cmd.cwd,
+      // A non-root step gets no capabilities, as a non-root user would have (setuid
+      // binaries can still raise them within the bounding set).
+      capabilities: {
+        bounding: ROOT_CAPABILITIES,
+        effective: root ? ROOT_CAPABILITIES : [],
+        permitted: root ? ROOT_CAPABILITIES : [],
+      },
+      rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1048576, soft: 1048576 }],
+      noNewPrivileges: false,
+    },
+    root: { path: cmd.rootfs, readonly: false },
+    hostname: 'sandbox',
+    mounts,
+    linux: {
+      // No network namespace: --network=host shares the host's, which apt needs.
+      namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+    },
+  };
+}

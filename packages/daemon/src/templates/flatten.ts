@@ -1,0 +1,95 @@
+/**
+ * Flattening: a template version's rootfs is built from its layers as a hard-link farm, so
+ * no file data is copied. The kernel's read-only overlay of all layers gives the final tree
+ * (whiteouts and opaque directories applied); every non-directory in it is linked from the
+ * topmost layer that has that path, which is where overlayfs takes it from (a path the
+ * merged view shows is never a whiteout in its topmost layer). Directories are
+ * created fresh with the merged view's owner, mode and times.
+ *
+ * Safe because template rootfs dirs are only ever read: sandboxes write to gVisor's overlay
+ * (docs/storage.md) and build steps to a new upper dir, so a shared inode never changes.
+ */
+import { execFile } from 'node:child_process';
+import { chmod, chown, link, lstat, mkdir, readdir, utimes } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { WarrenError } from '@warren/protocol';
+import { mountOverlay, unmount } from './mounts.js';
+
+const execFileP = promisify(execFile);
+
+export interface FlattenInput {
+  /** Layer trees, bottom first (the bottom may be another template's rootfs). */
+  layers: string[];
+  /** Empty directory to merge through (mounted and unmounted here). */
+  mergedDir: string;
+  /** Where the flat tree goes; must not exist. */
+  dest: string;
+  /** Base for relative overlay option paths. */
+  cwdDir: string;
+}
+
+export async function flatten(input: FlattenInput): Promise<{ files: number; dirs: number; copied: number }> {
+  const topFirst = [...input.layers].reverse();
+  let merged = input.layers[0];
+  if (input.layers.length > 1) {
+    await mountOverlay({ lower: topFirst, target: input.mergedDir, cwdDir: input.cwdDir });
+    merged = input.mergedDir;
+  }
+  const counts = { files: 0, dirs: 0, copied: 0 };
+  try {
+    const rootSt = await lstat(merged);
+    await mkdir(input.dest);
+    await walk(merged, topFirst, '', input.dest, counts);
+    await applyDirMeta(input.dest, rootSt);
+  } finally {
+    if (merged === input.mergedDir) await unmount(input.mergedDir);
+  }
+  return counts;
+}
+
+async function walk(merged: string, candidates: string[], rel: string, dest: string, counts: { files: number; dirs: number; copied: number }): Promise<void> {
+  // One readdir per layer per directory (instead of an lstat per file per layer).
+  const [entries, layerEntries] = await Promise.all([
+    readdir(path.join(merged, rel), { withFileTypes: true }),
+    Promise.all(candidates.map(async (l) => new Map((await readdir(path.join(l, rel), { withFileTypes: true })).map((d) => [d.name, d] as const)))),
+  ]);
+  await Promise.all(
+    entries.map(async (e) => {
+      const childRel = path.join(rel, e.name);
+      if (e.isDirectory()) {
+        const st = await lstat(path.join(merged, childRel));
+        await mkdir(path.join(dest, childRel));
+        // Only layers that have this directory can hold anything below it.
+        const below = candidates.filter((_l, i) => layerEntries[i].get(e.name)?.isDirectory());
+        await walk(merged, below, childRel, dest, counts);
+        await applyDirMeta(path.join(dest, childRel), st);
+        counts.dirs++;
+        return;
+      }
+      const i = layerEntries.findIndex((names) => names.has(e.name));
+      if (i < 0) throw new WarrenError('internal', `flatten: ${childRel} is in the merged view but in no layer`);
+      await linkOrCopy(path.join(candidates[i], childRel), path.join(dest, childRel), counts);
+    }),
+  );
+}
+
+async function linkOrCopy(src: string, target: string, counts: { files: number; copied: number }): Promise<void> {
+  try {
+    await link(src, target);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    // EMLINK: an inode at ext4's link limit; EXDEV: a base template on another filesystem.
+    if (code !== 'EMLINK' && code !== 'EXDEV') throw err;
+    await execFileP('cp', ['-a', '--reflink=auto', src, target]);
+    counts.copied++;
+  }
+  counts.files++;
+}
+
+async function applyDirMeta(dir: string, st: Stats): Promise<void> {
+  await chown(dir, st.uid, st.gid);
+  await chmod(dir, st.mode & 0o7777);
+  await utimes(dir, st.atime, st.mtime);
+}

@@ -1,0 +1,133 @@
+/**
+ * From a build request to a build plan: checks what the schema cannot (the base template
+ * exists, copy sources exist inside the context) and computes every step's cache key. A
+ * step's key hashes the step, the key before it and, for copy, the bytes it copies; the
+ * first key hashes the base (debootstrap's package list, or the base template's version).
+ * So changing step k changes the keys of k and everything after it, and nothing before.
+ */
+import { lstat, stat } from 'node:fs/promises';
+import path from 'node:path';
+import { DEBIAN_BASE, WarrenError, type RecipeStep, type RecipeStepType, type ResolvedRecipe, type StartCommand, type TemplateManifest } from '@warren/protocol';
+import type { TemplateCatalog, TemplateInfo } from './catalog.js';
+import { canonicalJson, hashSource, sha256 } from './hashing.js';
+
+/** Bump when what a step does changes (e.g. the apt command line), to invalidate layers. */
+const LAYER_FORMAT = 1;
+
+export interface StepContext {
+  env: Record<string, string>;
+  workdir?: string;
+  user?: string;
+}
+
+export interface PlannedStep {
+  /** 1-based; step 1 is the base. */
+  number: number;
+  kind: RecipeStepType | 'from';
+  description: string;
+  key: string;
+  step?: RecipeStep;
+  /** Host path of a copy step's source. */
+  copySource?: string;
+  /** env/workdir/user in force when this step runs. */
+  context: StepContext;
+}
+
+export interface BuildPlan {
+  name: string;
+  from: string;
+  base: { kind: 'debian'; include: string[] } | { kind: 'template'; template: TemplateInfo };
+  steps: PlannedStep[];
+  /** The runtime defaults and start/ready the manifest will carry. */
+  final: StepContext & { start?: StartCommand; ready?: TemplateManifest['ready'] };
+  recipeHash: string;
+  version: string;
+}
+
+export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }, catalog: TemplateCatalog): Promise<BuildPlan> {
+  let base: BuildPlan['base'];
+  let context: StepContext = { env: {} };
+  let inherited: Pick<BuildPlan['final'], 'start' | 'ready'> = {};
+  let key: string;
+  let description: string;
+  if (recipe.from === DEBIAN_BASE) {
+    const include = [...new Set(recipe.include ?? [])].sort();
+    base = { kind: 'debian', include };
+    key = sha256(canonicalJson({ format: LAYER_FORMAT, from: DEBIAN_BASE, include }));
+    description = `from ${DEBIAN_BASE} (debootstrap minbase${include.length ? ` + ${include.length} packages` : ''})`;
+  } else {
+    const template = catalog.find(recipe.from);
+    if (!template) {
+      const installed = catalog.list().map((t) => t.name);
+      throw new WarrenError('invalid_argument', `from: unknown template '${recipe.from}' (installed: ${installed.join(', ') || 'none'}; or use '${DEBIAN_BASE}')`);
+    }
+    base = { kind: 'template', template };
+    context = { env: { ...template.env }, workdir: template.workdir, user: template.user };
+    inherited = { start: template.start, ready: template.ready };
+    key = sha256(canonicalJson({ format: LAYER_FORMAT, from: template.name, version: template.version, recipeHash: template.recipeHash ?? null }));
+    description = `from ${template.name} (${template.version})`;
+  }
+  const steps: PlannedStep[] = [{ number: 1, kind: 'from', description, key, context }];
+
+  const contextDir = recipe.contextDir ? await checkContextDir(recipe.contextDir) : undefined;
+  for (const [i, step] of recipe.steps.entries()) {
+    let content: string | undefined;
+    let copySource: string | undefined;
+    if (step.type === 'copy') {
+      copySource = await checkCopySource(contextDir, step.src, i);
+      content = await hashSource(copySource);
+    }
+    key = sha256(canonicalJson({ format: LAYER_FORMAT, parent: key, step, content: content ?? null }));
+    steps.push({ number: i + 2, kind: step.type, description: describe(step), key, step, copySource, context });
+    context = apply(context, step);
+  }
+  const final = { ...context, ...inherited, ...(recipe.start ? { start: recipe.start } : {}), ...(recipe.ready ? { ready: recipe.ready } : {}) };
+  const recipeHash = sha256(canonicalJson({ layers: key, start: final.start ?? null, ready: final.ready ?? null }));
+  return { name: recipe.name, from: recipe.from, base, steps, final, recipeHash, version: recipeHash.slice(0, 12) };
+}
+
+function apply(ctx: StepContext, step: RecipeStep): StepContext {
+  if (step.type === 'env') return { ...ctx, env: { ...ctx.env, ...step.env } };
+  if (step.type === 'workdir') return { ...ctx, workdir: step.path };
+  if (step.type === 'user') return { ...ctx, user: step.user };
+  return ctx;
+}
+
+export function describe(step: RecipeStep): string {
+  const short = (s: string, n = 60) => {
+    const one = s.replace(/\s+/g, ' ').trim();
+    return one.length > n ? one.slice(0, n - 3) + '...' : one;
+  };
+  switch (step.type) {
+    case 'apt':
+      return `apt install ${short(step.packages.join(' '))}`;
+    case 'run':
+      return `run ${short(step.cmd)}${step.user ? ` (as ${step.user})` : ''}`;
+    case 'copy':
+      return `copy ${step.src} -> ${step.dest}${step.owner ? ` (owner ${step.owner})` : ''}`;
+    case 'env':
+      return `env ${short(Object.entries(step.env).map(([k, v]) => `${k}=${v}`).join(' '))}`;
+    case 'workdir':
+      return `workdir ${step.path}`;
+    case 'user':
+      return `user ${step.user}`;
+  }
+}
+
+async function checkContextDir(dir: string): Promise<string> {
+  const st = await stat(dir).catch(() => undefined);
+  if (!st?.isDirectory()) throw new WarrenError('invalid_argument', `contextDir: ${dir} is not a directory on the daemon's host`);
+  return path.resolve(dir);
+}
+
+async function checkCopySource(contextDir: string | undefined, src: string, i: number): Promise<string> {
+  if (!contextDir) throw new WarrenError('invalid_argument', `contextDir: required, because steps.${i} copies files`);
+  const abs = path.resolve(contextDir, src);
+  if (abs !== contextDir && !abs.startsWith(contextDir + path.sep)) {
+    throw new WarrenError('invalid_argument', `steps.${i}.src: '${src}' is outside the build context ${contextDir}`);
+  }
+  if (!(await lstat(abs).catch(() => undefined))) {
+    throw new WarrenError('invalid_argument', `steps.${i}.src: '${src}' does not exist in the build context ${contextDir}`);
+  }
+  return abs;
+}

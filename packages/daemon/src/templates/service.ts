@@ -1,0 +1,80 @@
+/**
+ * Templates as the API sees them: list, get, build (plan, then stream the build) and
+ * remove. Removal asks every registered usage check first (sandboxes today; snapshots
+ * register theirs when they exist) and refuses while anything uses the template; then the
+ * remove hooks let holders that can let go do so (the warm pool drains).
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { mkdir, rename, rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError } from '@warren/protocol';
+import type { TemplateCatalog, TemplateInfo } from './catalog.js';
+import type { BuildEmitter, TemplateBuilder } from './builder.js';
+import { planBuild, type BuildPlan } from './plan.js';
+import type { z } from 'zod';
+
+/** Returns what uses the template (e.g. "sandbox sbx_123"); empty when nothing does. */
+export type TemplateUsageCheck = (name: string) => string[];
+
+export class TemplateService {
+  private usageChecks: TemplateUsageCheck[] = [];
+  private removeHooks: Array<(name: string) => Promise<void>> = [];
+
+  constructor(
+    readonly catalog: TemplateCatalog,
+    readonly builder: TemplateBuilder,
+    private log: Logger,
+  ) {}
+
+  /** The hook for anything that holds on to a template (sandboxes, snapshots, pools). */
+  addUsageCheck(check: TemplateUsageCheck): void {
+    this.usageChecks.push(check);
+  }
+
+  /** Runs after the usage checks passed, before the files go (e.g. drain a warm pool). */
+  onRemove(hook: (name: string) => Promise<void>): void {
+    this.removeHooks.push(hook);
+  }
+
+  list(): TemplateInfo[] {
+    return this.catalog.list();
+  }
+
+  get(name: string): TemplateInfo {
+    return this.catalog.resolve(name);
+  }
+
+  /** Validates what the schema cannot; throws invalid_argument naming the field. */
+  plan(req: z.output<typeof BuildTemplateRequest>): Promise<BuildPlan> {
+    return planBuild(req, this.catalog);
+  }
+
+  build(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
+    return this.builder.build(plan, emit, signal);
+  }
+
+  /**
+   * Removes every version of a template. Other templates built from it keep working: their
+   * rootfs is their own hard-link farm. Build layers stay as cache.
+   */
+  async remove(name: string): Promise<void> {
+    if (!TEMPLATE_NAME_PATTERN.test(name) || !existsSync(path.join(this.catalog.templatesDir, name))) {
+      throw new WarrenError('not_found', `unknown template '${name}'`);
+    }
+    const users = this.usageChecks.flatMap((check) => check(name));
+    if (users.length) {
+      const shown = users.slice(0, 5).join(', ') + (users.length > 5 ? `, and ${users.length - 5} more` : '');
+      throw new WarrenError('conflict', `template '${name}' is in use by ${shown}; kill those first`, { users });
+    }
+    for (const hook of this.removeHooks) await hook(name);
+    // Out of sight in one rename, then deleted: a crash mid-delete leaves only .trash,
+    // which the next start clears.
+    const trash = path.join(this.builder.trashDir, `${name}-${randomBytes(4).toString('hex')}`);
+    await mkdir(this.builder.trashDir, { recursive: true, mode: 0o700 });
+    await rename(path.join(this.catalog.templatesDir, name), trash);
+    await rm(trash, { recursive: true, force: true });
+    this.log.info({ template: name }, 'template removed');
+  }
+}
