@@ -13,6 +13,10 @@ export interface DaemonConfig {
   reapIntervalMs: number;
   /** Where built templates live; default <home>/templates (tests share one build). */
   templatesDir: string;
+  /** Warm-pool members are reclaimed while the host has less memory available than this. */
+  poolMinFreeMB: number;
+  /** Bake templates and restore creates from the image (WARREN_BAKE=0 turns it off). */
+  bake: boolean;
 }
 
 export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
@@ -23,6 +27,8 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     port: overrides.port ?? (env.WARREN_PORT ? Number(env.WARREN_PORT) : DEFAULT_PORT),
     runscBinary: overrides.runscBinary ?? env.WARREN_RUNSC ?? 'runsc',
     reapIntervalMs: overrides.reapIntervalMs ?? 1000,
+    bake: overrides.bake ?? env.WARREN_BAKE !== '0',
+    poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     templatesDir: path.resolve(overrides.templatesDir ?? env.WARREN_TEMPLATES ?? path.join(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME, 'templates')),
   };
 }
@@ -35,5 +41,7 @@ export function layout(home: string) {
     runscRoot: path.join(home, 'runsc'),
     sandboxes: path.join(home, 'sandboxes'),
     guest: path.join(home, 'guest'),
+    pools: path.join(home, 'pools.json'),
+    bakes: path.join(home, 'bakes'),
   };
 }

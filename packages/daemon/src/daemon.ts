@@ -1,5 +1,6 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
-import { chmodSync, copyFileSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { WarrenError } from '@warren/protocol';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
@@ -11,6 +12,8 @@ import { resolveConfig, layout, type DaemonConfig } from './config.js';
 import { ExecService } from './core/exec.js';
 import { FileService } from './core/files.js';
 import { Reaper } from './core/reaper.js';
+import { WarmPool } from './core/pool.js';
+import { Baker } from './core/bake.js';
 import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
@@ -47,6 +50,16 @@ function installAgent(guestDir: string): void {
   }
 }
 
+/** The file a command name runs, found in PATH like a shell would. */
+function findExecutable(name: string): string {
+  if (name.includes('/')) return name;
+  for (const dir of (process.env.PATH ?? '').split(':')) {
+    const candidate = path.join(dir || '.', name);
+    if (existsSync(candidate)) return candidate;
+  }
+  throw new WarrenError('failed_precondition', `${name} not found in PATH; install runsc (scripts/setup.sh) or set WARREN_RUNSC`);
+}
+
 export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Logger = pino({ name: 'warrend' })): Promise<RunningDaemon> {
   const config = resolveConfig(overrides);
   // One stray promise must not take every sandbox's control plane down with it; the bug is
@@ -54,7 +67,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   process.on('unhandledRejection', (err) => log.error({ err: err instanceof Error ? err.stack : String(err) }, 'BUG: unhandled promise rejection'));
   const paths = layout(config.home);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
-  for (const dir of [paths.runscRoot, paths.sandboxes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const dir of [paths.runscRoot, paths.sandboxes, paths.bakes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = await acquireHomeLock(paths.lockSocket, config.home);
 
   const registry = new Registry(paths.db);
@@ -71,7 +84,16 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     log,
   });
   const templates = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
-  const sandboxes = new SandboxService({ registry, driver, templates, log });
+  const pool = new WarmPool({ catalog: templates, stateFile: paths.pools, minFreeMB: config.poolMinFreeMB, log });
+  const baker = new Baker({
+    driver,
+    catalog: templates,
+    dir: paths.bakes,
+    inputs: [path.join(paths.guest, AGENT_FILE), path.join(paths.guest, INIT_FILE), process.execPath, findExecutable(config.runscBinary)],
+    enabled: config.bake,
+    log,
+  });
+  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker });
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
 
@@ -79,12 +101,14 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   await builder.recover();
   const templateService = new TemplateService(templates, builder, log);
   templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));
+  templateService.onRemove((name) => pool.drop(name));
   await recover({ registry, driver, sandboxes, sandboxesDir: paths.sandboxes, log });
   sandboxes.startHeartbeat();
+  pool.start({ boot: (t) => sandboxes.bootForPool(t), discard: (m, why) => sandboxes.discardPooled(m, why) });
   const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
   reaper.start();
 
-  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, log, version: VERSION });
+  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, log, version: VERSION });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses
@@ -103,6 +127,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     log,
     async close() {
       reaper.stop();
+      await pool.stop();
       sandboxes.detachAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       registry.close();

@@ -13,10 +13,12 @@
  *   requests = u32 little-endian length, then NUL-terminated fields:
  *              "spawn" ID UID GID NPROC CWD ARGC ARGV[0..ARGC) ENV...
  *              "release" ID
+ *              "hostname" ID NAME      (a restored image keeps the hostname it was baked with)
  *   replies  = one text line each:
  *              "spawned ID PID STDIN_FD STDOUT_FD STDERR_FD"  the agent opens these fds of
  *                  this process through /proc/1/fd, then sends "release ID" so they close here
  *              "failed ID ERRNO"                              no process was started
+ *              "done ID ERRNO"                                the answer to hostname; 0 is success
  *              "exit PID CODE SIGNAL"                         CODE is -1 when killed by SIGNAL;
  *                  also sent for reaped orphans, which the agent does not know and ignores
  * When the agent exits, so does this process, with the agent's status: the sandbox ends.
@@ -37,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
@@ -108,6 +112,14 @@ static void exec_file(const char *file, char **argv, char **env) {
   }
 }
 
+/*
+ * In a child before execve. This process holds CAP_SYS_ADMIN only to set the hostname; no
+ * child gets it (root inside stays without it, as in the bundle's capability set).
+ */
+static void drop_admin(void) {
+  syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0);
+}
+
 /* In a child before execve: this process ignores SIGPIPE, and ignored signals survive exec. */
 static void reset_signals(void) {
   struct sigaction dfl = {.sa_handler = SIG_DFL};
@@ -130,6 +142,7 @@ static void child(char **argv, char **env, const char *cwd, unsigned uid, unsign
     child_fail(argv[0], strerror(errno), 127);
   if (syscall(SYS_chdir, cwd) < 0) child_fail(cwd, strerror(errno), 127);
   reset_signals();
+  drop_admin();
 
   const char *name = argv[0];
   if (strchr(name, '/')) {
@@ -219,6 +232,12 @@ static void do_release(char **fields, int nfields) {
   }
 }
 
+static void do_hostname(char **fields, int nfields) {
+  if (nfields < 2) return;
+  int rc = sethostname(fields[1], strlen(fields[1]));
+  reply("done %s %d\n", fields[0], rc < 0 ? errno : 0);
+}
+
 static void handle_request(char *buf, uint32_t len) {
   int nfields = 0;
   for (uint32_t i = 0; i < len; i++)
@@ -233,6 +252,7 @@ static void handle_request(char *buf, uint32_t len) {
   }
   if (strcmp(fields[0], "spawn") == 0) do_spawn(fields + 1, nfields - 1);
   else if (strcmp(fields[0], "release") == 0) do_release(fields + 1, nfields - 1);
+  else if (strcmp(fields[0], "hostname") == 0) do_hostname(fields + 1, nfields - 1);
   free(fields);
 }
 
@@ -254,6 +274,7 @@ static void start_agent(char **argv, int agent_end) {
   if (pid == 0) {
     if (dup2(agent_end, 3) < 0) _exit(127);
     reset_signals();
+    drop_admin();
     execve(argv[0], argv, environ);
     child_fail(argv[0], strerror(errno), 127);
   }

@@ -20,7 +20,8 @@ import * as files from './files.js';
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
 function serve(): void {
-  const processes = new ProcessTable(new Spawner());
+  const spawner = new Spawner();
+  const processes = new ProcessTable(spawner);
 
   const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
     switch (req.op) {
@@ -30,7 +31,8 @@ function serve(): void {
         return { now: Date.now() };
       case 'configure': {
         const p = req.params as Params<'configure'>;
-        processes.configure(p.env, p.pidsLimit);
+        processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });
+        if (p.hostname && p.hostname !== os.hostname()) await spawner.setHostname(p.hostname);
         return {};
       }
       case 'exec':

@@ -45,22 +45,24 @@ export class ProcessTable {
   private procs = new Map<number, Tracked>();
   private sandboxEnv: Record<string, string> = {};
   private pidsLimit = 0;
+  private defaults: { user?: string; cwd?: string } = {};
 
   constructor(private spawner: Spawner) {
     mkdirSync(OUTPUT_DIR, { recursive: true, mode: 0o700 });
   }
 
-  configure(env: Record<string, string>, pidsLimit?: number): void {
+  configure(env: Record<string, string>, pidsLimit?: number, defaults: { user?: string; cwd?: string } = {}): void {
     this.sandboxEnv = { ...env };
     if (pidsLimit) this.pidsLimit = pidsLimit;
+    this.defaults = defaults;
   }
 
   async start(params: GuestOps['exec']['params'], channel: Channel, stream: number): Promise<number> {
-    const user = lookupUser(params.user);
+    const user = lookupUser(params.user ?? this.defaults.user);
     if (!params.argv && !params.cmd) throw new WarrenError('invalid_argument', 'give cmd or argv');
     const command = params.argv ?? ['/bin/bash', '-c', params.cmd ?? ''];
     if (command.length === 0 || command[0] === '') throw new WarrenError('invalid_argument', 'argv must name a program');
-    const cwd = checkCwd(resolvePath(params.cwd ?? user.home, user), user);
+    const cwd = checkCwd(resolvePath(params.cwd ?? this.defaults.cwd ?? user.home, user), user);
     const env: Record<string, string> = {
       PATH: BASE_PATH,
       HOME: user.home,

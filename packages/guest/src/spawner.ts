@@ -43,10 +43,16 @@ interface Pending {
   reject(err: Error): void;
 }
 
+interface PendingDone {
+  resolve(): void;
+  reject(err: Error): void;
+}
+
 export class Spawner {
   private socket: net.Socket;
   private nextId = 1;
   private pending = new Map<number, Pending>();
+  private pendingDone = new Map<number, PendingDone>();
   private running = new Map<number, (status: ExitStatus) => void>();
   private buffered = '';
   private lost: Error | null = null;
@@ -71,6 +77,16 @@ export class Spawner {
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       this.send(fields);
+    });
+  }
+
+  /** Sets the sandbox's hostname (node has no sethostname). */
+  setHostname(name: string): Promise<void> {
+    if (this.lost) return Promise.reject(new WarrenError('unavailable', `cannot set the hostname: ${this.lost.message}`));
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pendingDone.set(id, { resolve, reject });
+      this.send(['hostname', String(id), name]);
     });
   }
 
@@ -117,6 +133,12 @@ export class Spawner {
           ? new WarrenError('resource_exhausted', 'cannot start command: the sandbox has too many processes (EAGAIN)')
           : new WarrenError('internal', `cannot start command: ${name}`),
       );
+    } else if (kind === 'done') {
+      const [id, errno] = nums;
+      const waiter = this.pendingDone.get(id);
+      this.pendingDone.delete(id);
+      if (errno === 0) waiter?.resolve();
+      else waiter?.reject(new WarrenError('internal', `warren-init: ${errnoName(errno)}`));
     } else if (kind === 'exit') {
       const [pid, code, signal] = nums;
       const done = this.running.get(pid);
@@ -139,6 +161,8 @@ export class Spawner {
     process.stderr.write(`warren-agent: lost warren-init: ${err.message}\n`);
     for (const p of this.pending.values()) p.reject(new WarrenError('unavailable', `cannot start command: ${err.message}`));
     this.pending.clear();
+    for (const p of this.pendingDone.values()) p.reject(new WarrenError('unavailable', err.message));
+    this.pendingDone.clear();
     for (const done of this.running.values()) done({ code: null, signal: null });
     this.running.clear();
   }

@@ -44,9 +44,15 @@ export const CreateSandboxRequest = z
   .strict();
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 
+/** How a sandbox came up: cold boot, restore of its template's baked image, or warm-pool claim. */
+export type BootKind = 'cold' | 'baked' | 'pool';
+
 export interface SandboxInfo {
   id: string;
   template: string;
+  /** The template version this sandbox was created from (pinned for its whole life). */
+  templateVersion: string;
+  boot: BootKind;
   state: SandboxState;
   createdAt: string;
   expiresAt: string;
@@ -152,4 +158,36 @@ export interface HealthInfo {
   ok: true;
   version: string;
   sandboxes: number;
+}
+
+/** A template's warm pool: configured size, members ready now, and how claims went. */
+export interface PoolInfo {
+  template: string;
+  size: number;
+  ready: number;
+  booting: number;
+  hits: number;
+  misses: number;
+  /** Members destroyed because host memory ran low. */
+  reclaimed: number;
+  bootFailures: number;
+  lastError?: string;
+  /** Create latency of pool hits, from request to ready, in ms; null before the first hit. */
+  claimMs: { p50: number; p95: number; p99: number; count: number } | null;
+}
+
+export const SetPoolRequest = z.object({ size: z.number().int().min(0) }).strict();
+
+/** A template version's baked image: `ready` means creates restore it instead of booting. */
+export interface BakeInfo {
+  state: 'none' | 'baking' | 'ready' | 'failed';
+  template?: string;
+  version?: string;
+  bakedAt?: string;
+  /** How long the bake took (boot, start command, ready check, checkpoint). */
+  ms?: number;
+  /** Why the bake failed; creates of the template then boot cold. */
+  error?: string;
+  /** Why there is no image (state 'none'). */
+  reason?: string;
 }

@@ -15,7 +15,11 @@ export const AGENT_MOUNT_DIR = '/opt/warren';
 
 export interface GuestOps {
   hello: { params: Record<string, never>; result: { version: number; agentPid: number; hostname: string } };
-  configure: { params: { env: Record<string, string>; hostname?: string; pidsLimit?: number }; result: Record<string, never> };
+  configure: {
+    /** defaultUser/defaultCwd: what exec uses when the call names no user or cwd (the template's). */
+    params: { env: Record<string, string>; hostname?: string; pidsLimit?: number; defaultUser?: string; defaultCwd?: string };
+    result: Record<string, never>;
+  };
   ping: { params: Record<string, never>; result: { now: number } };
   exec: {
     params: {

@@ -16,6 +16,9 @@ import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { templateRoutes } from './routes/templates.js';
 import type { TemplateService } from '../templates/service.js';
+import { metricsText, warmRoutes } from './routes/warm.js';
+import type { WarmPool } from '../core/pool.js';
+import type { Baker } from '../core/bake.js';
 
 export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -26,6 +29,8 @@ export interface ApiDeps {
   files: FileService;
   templates: TemplateCatalog;
   templateService: TemplateService;
+  pool: WarmPool;
+  baker: Baker;
   log: Logger;
   version: string;
 }
@@ -37,6 +42,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
 
   app.use('*', lingerOnUnreadBody);
   app.use('/v1/*', requireApiKey(deps.registry));
+  app.use('/metrics', requireApiKey(deps.registry));
   // File uploads stream and are limited by the sandbox's disk size instead.
   app.use('/v1/*', async (c, next) => {
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
@@ -50,6 +56,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
 
   app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive() } satisfies HealthInfo));
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
+  app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
+  app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
   app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));

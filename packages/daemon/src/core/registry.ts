@@ -3,7 +3,7 @@
  * restarts: on start it is reconciled against what the driver reports (core/recovery.ts).
  */
 import Database from 'better-sqlite3';
-import type { Metadata, ResolvedResources, SandboxState } from '@warren/protocol';
+import type { BootKind, Metadata, ResolvedResources, SandboxState } from '@warren/protocol';
 
 export interface SandboxRecord {
   id: string;
@@ -17,6 +17,8 @@ export interface SandboxRecord {
   rootfs: string;
   error?: string;
   apiKeyId: string;
+  /** How it came up: a cold boot, a restore of the template's baked image, or a pool claim. */
+  boot: BootKind;
 }
 
 interface Row {
@@ -31,6 +33,7 @@ interface Row {
   rootfs: string;
   error: string | null;
   api_key_id: string;
+  boot: string;
 }
 
 export interface ListQuery {
@@ -72,6 +75,13 @@ export class Registry {
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
     this.db.exec(SCHEMA);
+    this.migrate();
+  }
+
+  /** Columns added after the first release, for registries created before them. */
+  private migrate(): void {
+    const columns = (this.db.prepare('PRAGMA table_info(sandboxes)').all() as Array<{ name: string }>).map((c) => c.name);
+    if (!columns.includes('boot')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN boot TEXT NOT NULL DEFAULT 'cold'");
   }
 
   close(): void {
@@ -81,8 +91,8 @@ export class Registry {
   insert(r: SandboxRecord): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id)
-         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id)`,
+        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot)
+         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot)`,
       )
       .run(toRow(r));
   }
@@ -94,6 +104,10 @@ export class Registry {
 
   setState(id: string, state: SandboxState, error?: string): void {
     this.db.prepare('UPDATE sandboxes SET state = ?, error = ? WHERE id = ?').run(state, error ?? null, id);
+  }
+
+  setBoot(id: string, boot: BootKind): void {
+    this.db.prepare('UPDATE sandboxes SET boot = ? WHERE id = ?').run(boot, id);
   }
 
   setExpiry(id: string, expiresAt: number): void {
@@ -168,6 +182,7 @@ function toRow(r: SandboxRecord): Row {
     rootfs: r.rootfs,
     error: r.error ?? null,
     api_key_id: r.apiKeyId,
+    boot: r.boot,
   };
 }
 
@@ -184,5 +199,6 @@ function fromRow(row: Row): SandboxRecord {
     rootfs: row.rootfs,
     error: row.error ?? undefined,
     apiKeyId: row.api_key_id,
+    boot: row.boot as BootKind,
   };
 }

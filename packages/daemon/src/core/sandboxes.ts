@@ -3,6 +3,7 @@
  * sandbox's guest channel. Holds the only in-memory map of live sandboxes; the registry
  * holds the durable truth.
  */
+import path from 'node:path';
 import type { Logger } from 'pino';
 import {
   DEFAULT_RESOURCES,
@@ -13,9 +14,12 @@ import {
   type SandboxInfo,
   type SandboxList,
   type SandboxState,
+  type BootKind,
 } from '@warren/protocol';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
-import type { TemplateCatalog } from '../templates/catalog.js';
+import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
+import type { PoolMember, WarmPool } from './pool.js';
+import { hasStartState, startTemplate, templateRuntime } from './bake.js';
 import { GuestClient } from './guest-client.js';
 import { newId } from './ids.js';
 import { requireState, type Operation } from './lifecycle.js';
@@ -41,10 +45,20 @@ export interface SandboxServiceOptions {
   templates: TemplateCatalog;
   log: Logger;
   maxResources?: Partial<ResolvedResources>;
+  pool?: WarmPool;
+  bakes?: BakedImages;
+}
+
+/** Where restorable images of baked templates come from (core/bake.ts). */
+export interface BakedImages {
+  /** The image directory of the template version's bake, if one is ready. */
+  imageFor(template: TemplateInfo): string | undefined;
 }
 
 export class SandboxService {
   private live = new Map<string, Live>();
+  /** Booted warm-pool members, not yet claimed (and not in the registry). */
+  private pooled = new Map<string, Live>();
   private heartbeat?: NodeJS.Timeout;
 
   constructor(private opts: SandboxServiceOptions) {}
@@ -55,51 +69,139 @@ export class SandboxService {
   }
 
   async create(req: CreateSandboxRequest & { template: string }, apiKeyId: string): Promise<SandboxInfo> {
+    const started = Date.now();
     const template = this.opts.templates.resolve(req.template);
     const resources: ResolvedResources = { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) };
-    const now = Date.now();
+    // Pool members are booted with the default resources; a request for others is a miss.
+    const member = sameResources(resources, DEFAULT_RESOURCES) ? this.opts.pool?.claim(template) : undefined;
     const record: SandboxRecord = {
-      id: newId('sb'),
+      id: member?.id ?? newId('sb'),
       template: template.name,
       state: 'creating',
-      createdAt: now,
-      expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
+      createdAt: started,
+      expiresAt: started + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
       metadata: req.metadata ?? {},
       env: req.env ?? {},
       resources,
       rootfs: template.rootfs,
       apiKeyId,
+      boot: member ? 'pool' : 'cold',
     };
     const log = this.opts.log.child({ sandbox: record.id });
     const undo = new Cleanup(log);
     try {
       this.opts.registry.insert(record);
       undo.add('forget record', () => this.opts.registry.delete(record.id));
-      undo.add('destroy sandbox', () => this.opts.driver.destroy(record.id));
-      const streams = await this.opts.driver.start({ id: record.id, hostname: record.id, rootfs: record.rootfs, resources });
-      undo.add('release channel', () => streams.release());
-      await this.connect(record, streams);
+      undo.add('destroy sandbox', () => this.teardown(record.id, 'create failed'));
+      if (member) {
+        this.live.set(record.id, this.pooled.get(record.id)!);
+        this.pooled.delete(record.id);
+      } else {
+        const booted = await this.boot(record.id, template, resources);
+        this.live.set(record.id, booted.live);
+        if (booted.kind !== record.boot) this.opts.registry.setBoot(record.id, (record.boot = booted.kind));
+      }
+      await this.bind(record);
       this.opts.registry.setState(record.id, 'running');
       undo.dismiss();
-      log.info({ template: template.name, ms: Date.now() - now }, 'sandbox created');
+      const ms = Date.now() - started;
+      if (member) this.opts.pool?.recordClaim(template.name, ms);
+      log.info({ template: template.name, version: template.version, boot: record.boot, ms }, 'sandbox created');
       return this.get(record.id);
     } catch (err) {
-      this.live.delete(record.id);
       await undo.run();
       throw err;
     }
   }
 
-  /** Opens the guest channel, waits for the agent and applies per-sandbox settings. */
+  /**
+   * Boots a sandbox of the template and waits for its agent: a restore of the template's
+   * baked image when one is ready, a cold boot otherwise. Not registered and not bound to any
+   * request yet: create and the warm pool do that.
+   */
+  private async boot(id: string, template: TemplateInfo, resources: ResolvedResources): Promise<{ live: Live; kind: BootKind }> {
+    const image = this.opts.bakes?.imageFor(template);
+    const spec = { id, hostname: id, rootfs: template.rootfs, resources };
+    let streams: GuestStreams;
+    try {
+      streams = image ? await this.opts.driver.restore(spec, image) : await this.opts.driver.start(spec);
+    } catch (err) {
+      await this.opts.driver.destroy(id);
+      throw err;
+    }
+    const live = this.openChannel(id, streams);
+    try {
+      await live.client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
+      // A cold boot starts what a baked image would already be running.
+      const runtime = templateRuntime(template.rootfs);
+      if (!image && hasStartState(runtime)) await startTemplate(live.client, runtime, this.opts.log.child({ sandbox: id }));
+    } catch (err) {
+      live.client.close('boot failed');
+      streams.release();
+      await this.opts.driver.destroy(id);
+      throw err;
+    }
+    return { live, kind: image ? 'baked' : 'cold' };
+  }
+
+  /** PoolHost: a fresh, unbound sandbox of the template for the warm pool. */
+  async bootForPool(template: TemplateInfo): Promise<PoolMember> {
+    const id = newId('sb');
+    const { live } = await this.boot(id, template, DEFAULT_RESOURCES);
+    this.pooled.set(id, live);
+    return { id, template: template.name, version: template.version, alive: () => !live.client.closed };
+  }
+
+  /** PoolHost: destroys a member nobody claimed. */
+  async discardPooled(member: PoolMember, reason: string): Promise<void> {
+    const live = this.pooled.get(member.id);
+    this.pooled.delete(member.id);
+    if (live) {
+      live.client.close(reason);
+      live.streams.release();
+    }
+    await this.opts.driver.destroy(member.id);
+  }
+
+  /** Re-opens the guest channel of a registered sandbox (after a daemon restart). */
   async connect(record: SandboxRecord, streams: GuestStreams): Promise<void> {
-    const client = new GuestClient(streams.fromGuest, streams.toGuest, (raw) => this.explain(record.id, `agent channel lost (${raw})`));
+    this.live.set(record.id, this.openChannel(record.id, streams));
+    await this.guestOf(record.id).request('hello', {}, AGENT_READY_TIMEOUT_MS);
+    await this.bind(record);
+  }
+
+  /**
+   * Late binding: what makes a booted sandbox this request's sandbox. Applied through the
+   * agent, so a baked image or a pool member can serve any request.
+   */
+  private async bind(record: SandboxRecord): Promise<void> {
+    const runtime = templateRuntime(record.rootfs);
+    await this.guestOf(record.id).request(
+      'configure',
+      {
+        env: { ...runtime.env, ...record.env },
+        hostname: record.id,
+        pidsLimit: record.resources.pids,
+        defaultUser: runtime.user,
+        defaultCwd: runtime.workdir,
+      },
+      AGENT_READY_TIMEOUT_MS,
+    );
+  }
+
+  private guestOf(id: string): GuestClient {
+    const live = this.live.get(id);
+    if (!live) throw new WarrenError('unavailable', `sandbox ${id} has no guest channel`);
+    return live.client;
+  }
+
+  private openChannel(id: string, streams: GuestStreams): Live {
+    const client = new GuestClient(streams.fromGuest, streams.toGuest, (raw) => this.explain(id, `agent channel lost (${raw})`));
     const live: Live = { client, streams, missed: 0, checking: false };
-    this.live.set(record.id, live);
     client.onClose((reason) => {
-      if (this.live.get(record.id) === live) void this.onChannelLost(record.id, reason);
+      if (this.live.get(id) === live) void this.onChannelLost(id, reason);
     });
-    await client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
-    await client.request('configure', { env: record.env, pidsLimit: record.resources.pids }, AGENT_READY_TIMEOUT_MS);
+    return live;
   }
 
   get(id: string): SandboxInfo {
@@ -230,10 +332,17 @@ export class SandboxService {
   }
 }
 
+function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
+  return a.cpus === b.cpus && a.memoryMB === b.memoryMB && a.pids === b.pids && a.diskMB === b.diskMB;
+}
+
 export function toInfo(r: SandboxRecord): SandboxInfo {
   return {
     id: r.id,
     template: r.template,
+    // The rootfs of a template version is <templates>/<name>/<version>/rootfs.
+    templateVersion: path.basename(path.dirname(r.rootfs)),
+    boot: r.boot,
     state: r.state,
     createdAt: new Date(r.createdAt).toISOString(),
     expiresAt: new Date(r.expiresAt).toISOString(),

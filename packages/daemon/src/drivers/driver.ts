@@ -35,6 +35,10 @@ export interface SandboxDriver {
   readonly name: string;
   /** Boots the sandbox and returns the init agent's stdio channel. */
   start(spec: StartSpec): Promise<GuestStreams>;
+  /** Brings a sandbox up from a checkpoint image; returns the restored agent's channel. */
+  restore(spec: StartSpec, imageDir: string): Promise<GuestStreams>;
+  /** Saves the sandbox's memory, processes and files to imageDir; the sandbox stops. */
+  checkpoint(id: string, imageDir: string): Promise<void>;
   /** A fresh channel to an already running sandbox's agent (after a daemon restart). */
   attach(id: string): Promise<GuestStreams>;
   /** Stops and removes everything the sandbox holds on the host. Idempotent. */

@@ -26,6 +26,9 @@ const CAPABILITIES = [
   'CAP_KILL',
   'CAP_AUDIT_WRITE',
   'CAP_SYS_PTRACE',
+  // Held by warren-init only, to set the hostname of a restored sandbox: it drops it from
+  // the bounding set of the agent and of every command it starts.
+  'CAP_SYS_ADMIN',
 ];
 
 export interface BundleInputs extends StartSpec {

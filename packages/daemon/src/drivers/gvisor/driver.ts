@@ -27,6 +27,7 @@ export interface GvisorOptions {
 }
 
 const CGROUP_PARENT = 'warren';
+const CHECKPOINT_TIMEOUT_MS = 120_000;
 
 export class GvisorDriver implements SandboxDriver {
   readonly name = 'gvisor';
@@ -42,7 +43,30 @@ export class GvisorDriver implements SandboxDriver {
     return path.join(this.opts.sandboxesDir, id);
   }
 
-  async start(spec: StartSpec): Promise<GuestStreams> {
+  start(spec: StartSpec): Promise<GuestStreams> {
+    return this.launch(spec, (dir) => ['run', '--detach', '--bundle', dir, spec.id]);
+  }
+
+  /**
+   * Brings up a sandbox from a checkpoint image instead of booting it: its processes continue
+   * from the instant of the checkpoint, talking over the fresh stdio pipes of this restore.
+   */
+  restore(spec: StartSpec, imageDir: string): Promise<GuestStreams> {
+    return this.launch(spec, (dir) => ['restore', '--detach', '--image-path', imageDir, '--bundle', dir, spec.id]);
+  }
+
+  /** Saves the whole sandbox (memory, processes, files) to imageDir; the sandbox stops. */
+  async checkpoint(id: string, imageDir: string): Promise<void> {
+    await mkdir(imageDir, { recursive: true, mode: 0o700 });
+    try {
+      await this.runsc.run(['checkpoint', '--image-path', imageDir, id], CHECKPOINT_TIMEOUT_MS);
+    } catch (err) {
+      throw new WarrenError('internal', `checkpoint of sandbox ${id} failed: ${(err as Error).message}`);
+    }
+  }
+
+  /** Writes the bundle and runs `runsc <command>` with the sandbox's stdio piped to us. */
+  private async launch(spec: StartSpec, command: (bundleDir: string) => string[]): Promise<GuestStreams> {
     const dir = this.sandboxDir(spec.id);
     const filestore = path.join(dir, 'fs');
     await mkdir(filestore, { recursive: true, mode: 0o700 });
@@ -54,11 +78,7 @@ export class GvisorDriver implements SandboxDriver {
       hostPidsLimit: spec.resources.pids * 4 + 512,
     });
     await writeFile(path.join(dir, 'config.json'), JSON.stringify(oci, null, 1));
-    const child = this.runsc.spawn(
-      ['run', '--detach', '--bundle', dir, spec.id],
-      ['--network', 'none', '--overlay2', `root:dir=${filestore}`],
-      { stdio: ['pipe', 'pipe', 'pipe'] },
-    );
+    const child = this.runsc.spawn(command(dir), ['--network', 'none', '--overlay2', `root:dir=${filestore}`], { stdio: ['pipe', 'pipe', 'pipe'] });
     // Node destroys a child's stdin when the child exits, but `runsc run --detach` exits as
     // soon as the sandbox is up while the sandbox keeps the other end of the pipe: keep our
     // own reference and hide it from ChildProcess so it survives.

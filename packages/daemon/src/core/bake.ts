@@ -1,0 +1,265 @@
+/**
+ * Baked templates: boot a template once, run its start command, wait until its ready check
+ * passes, and checkpoint the whole machine. Every later create of that template version is a
+ * restore of the image: its processes are already running and warm.
+ *
+ * An image is only valid for the exact agent, warren-init, node binary and runsc it was made
+ * with, so its key covers them; a missing or stale image makes the first create boot cold and
+ * bake in the background, and later creates restore. Images live under the daemon's home.
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+import { DEFAULT_RESOURCES, WarrenError, type BakeInfo } from '@warren/protocol';
+import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
+import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
+import { GuestClient } from './guest-client.js';
+import { newId } from './ids.js';
+import type { BakedImages } from './sandboxes.js';
+
+/** Bump when the way images are made changes, so old ones are not restored. */
+const BAKE_FORMAT = 1;
+const AGENT_TIMEOUT_MS = 30_000;
+const READY_POLL_MS = 200;
+const CHECK_POLL_MS = 25;
+const DEFAULT_READY_TIMEOUT_S = 60;
+
+/** What a template manifest says about its runtime (written by the template builder). */
+export interface TemplateRuntime {
+  env: Record<string, string>;
+  workdir?: string;
+  user?: string;
+  start?: { cmd: string; user?: string; cwd?: string };
+  ready?: { cmd?: string; port?: number; timeoutSeconds?: number };
+}
+
+/** Reads the runtime part of the manifest of the template version whose rootfs this is. */
+export function templateRuntime(rootfs: string): TemplateRuntime {
+  const file = path.join(path.dirname(rootfs), 'manifest.json');
+  try {
+    const m = JSON.parse(readFileSync(file, 'utf8')) as Partial<TemplateRuntime>;
+    return { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready };
+  } catch (err) {
+    throw new WarrenError('internal', `cannot read the template manifest ${file}: ${(err as Error).message}`);
+  }
+}
+
+interface BakeRecord extends BakeInfo {
+  key: string;
+}
+
+export interface BakerOptions {
+  driver: SandboxDriver;
+  catalog: TemplateCatalog;
+  /** <home>/bakes */
+  dir: string;
+  /** Files whose exact bytes the image depends on: agent bundle, warren-init, node, runsc. */
+  inputs: string[];
+  log: Logger;
+  /** Set false to never bake (every create boots cold). */
+  enabled: boolean;
+}
+
+export class Baker implements BakedImages {
+  private records = new Map<string, BakeRecord>();
+  private queue: Promise<unknown> = Promise.resolve();
+  private queued = new Set<string>();
+  private hostKey: string;
+
+  constructor(private opts: BakerOptions) {
+    const h = createHash('sha256').update(`format ${BAKE_FORMAT}\n`);
+    for (const file of opts.inputs) {
+      // Size and mtime stand in for the bytes of big binaries (node is ~100 MB).
+      const st = statSync(file);
+      h.update(`${file} ${st.size} ${st.mtimeMs}\n`);
+    }
+    this.hostKey = h.digest('hex');
+  }
+
+  /**
+   * The ready image for this template version, or undefined (and a bake is scheduled).
+   * Templates without a start command are never baked: here a restore (~0.8 s) costs more
+   * than a cold boot (~0.65 s), so the image would only help templates with warm state.
+   */
+  imageFor(template: TemplateInfo): string | undefined {
+    if (!this.opts.enabled || !hasStartState(templateRuntime(template.rootfs))) return undefined;
+    const record = this.record(template);
+    if (record?.state === 'ready') return this.imageDir(record.key);
+    if (!record) void this.bake(template).catch(() => undefined); // failures are recorded
+    return undefined;
+  }
+
+  info(template: TemplateInfo): BakeInfo {
+    const r = this.record(template);
+    if (!r) {
+      if (this.queued.has(this.key(template))) return { state: 'baking', template: template.name, version: template.version };
+      const why = !this.opts.enabled ? 'baking is turned off (WARREN_BAKE=0)' : !hasStartState(templateRuntime(template.rootfs)) ? 'the template has no start command: a cold boot is faster than a restore' : 'not baked yet: the first create bakes it';
+      return { state: 'none', template: template.name, version: template.version, reason: why };
+    }
+    const { key: _key, ...info } = r;
+    return info;
+  }
+
+  /** Bakes the template's current version (queued: one bake at a time). Idempotent. */
+  bake(template: TemplateInfo): Promise<BakeInfo> {
+    const key = this.key(template);
+    const existing = this.record(template);
+    if (existing && existing.state !== 'failed') return Promise.resolve(this.info(template));
+    if (this.queued.has(key)) return this.queue.then(() => this.info(template));
+    this.queued.add(key);
+    this.records.delete(key);
+    const run = this.queue.then(async () => {
+      try {
+        await this.run(template, key);
+      } finally {
+        this.queued.delete(key);
+      }
+      return this.info(template);
+    });
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Removes every image of a template (it is being deleted). */
+  async forget(name: string): Promise<void> {
+    for (const [key, r] of this.records) if (r.template === name) this.records.delete(key);
+    for (const entry of await readdir(this.opts.dir).catch(() => [] as string[])) {
+      const meta = this.readMeta(entry);
+      if (meta?.template === name) await rm(path.join(this.opts.dir, entry), { recursive: true, force: true });
+    }
+  }
+
+  private key(template: TemplateInfo): string {
+    return createHash('sha256').update(`${this.hostKey}\n${template.name}\n${template.version}\n`).digest('hex').slice(0, 24);
+  }
+
+  private imageDir(key: string): string {
+    return path.join(this.opts.dir, key, 'image');
+  }
+
+  private record(template: TemplateInfo): BakeRecord | undefined {
+    const key = this.key(template);
+    let r = this.records.get(key);
+    if (!r) {
+      r = this.readMeta(key);
+      if (r) this.records.set(key, r);
+    }
+    return r;
+  }
+
+  private readMeta(key: string): BakeRecord | undefined {
+    const file = path.join(this.opts.dir, key, 'bake.json');
+    if (!existsSync(file)) return undefined;
+    try {
+      return { ...(JSON.parse(readFileSync(file, 'utf8')) as BakeRecord), key };
+    } catch {
+      return undefined; // a torn write from a crash: bake again
+    }
+  }
+
+  private async run(template: TemplateInfo, key: string): Promise<void> {
+    const started = Date.now();
+    const log = this.opts.log.child({ template: template.name, version: template.version });
+    const final = path.join(this.opts.dir, key);
+    const work = `${final}.tmp`;
+    await rm(work, { recursive: true, force: true });
+    await mkdir(work, { recursive: true, mode: 0o700 });
+    const record: BakeRecord = { key, template: template.name, version: template.version, state: 'ready' };
+    try {
+      log.info('baking template');
+      await this.boot(template, path.join(work, 'image'), log);
+      record.bakedAt = new Date().toISOString();
+      record.ms = Date.now() - started;
+      log.info({ ms: record.ms }, 'template baked');
+    } catch (err) {
+      record.state = 'failed';
+      record.error = (err as Error).message;
+      log.warn({ err: record.error }, 'bake failed; creates of this template boot cold');
+      await rm(path.join(work, 'image'), { recursive: true, force: true });
+    }
+    await writeFile(path.join(work, 'bake.json'), JSON.stringify(record, null, 1));
+    await rm(final, { recursive: true, force: true });
+    await rename(work, final);
+    this.records.set(key, record);
+    if (record.state === 'ready') await this.removeOlder(template.name, key);
+  }
+
+  /** Boots the template, starts it, waits for ready and checkpoints into imageDir. */
+  private async boot(template: TemplateInfo, imageDir: string, log: Logger): Promise<void> {
+    const runtime = templateRuntime(template.rootfs);
+    const id = newId('bake');
+    let streams: GuestStreams | undefined;
+    let client: GuestClient | undefined;
+    try {
+      streams = await this.opts.driver.start({ id, hostname: id, rootfs: template.rootfs, resources: DEFAULT_RESOURCES });
+      client = new GuestClient(streams.fromGuest, streams.toGuest);
+      await client.request('hello', {}, AGENT_TIMEOUT_MS);
+      await startTemplate(client, runtime, log);
+      // Every call above has been answered, so the agent's channel is idle: the restored
+      // agent continues with a clean stream on its new stdio.
+      await this.opts.driver.checkpoint(id, imageDir);
+    } finally {
+      client?.close('bake finished');
+      streams?.release();
+      await this.opts.driver.destroy(id);
+    }
+  }
+
+  private async removeOlder(name: string, keep: string): Promise<void> {
+    for (const entry of await readdir(this.opts.dir).catch(() => [] as string[])) {
+      if (entry === keep || entry.endsWith('.tmp')) continue;
+      const meta = this.readMeta(entry);
+      if (meta?.template !== name) continue;
+      this.records.delete(entry);
+      await rm(path.join(this.opts.dir, entry), { recursive: true, force: true });
+    }
+  }
+}
+
+/**
+ * Runs the template's start command and waits for its ready check, as a fresh boot of the
+ * template needs (the bake, and creates that boot cold while no image is ready).
+ */
+export async function startTemplate(client: GuestClient, runtime: TemplateRuntime, log: Logger): Promise<void> {
+  await client.request('configure', { env: runtime.env, pidsLimit: DEFAULT_RESOURCES.pids, defaultUser: runtime.user, defaultCwd: runtime.workdir }, AGENT_TIMEOUT_MS);
+  if (runtime.start) {
+    // Not subscribed: nothing may be streaming on the channel when a checkpoint is taken.
+    await client.request('exec', { cmd: runtime.start.cmd, user: runtime.start.user, cwd: runtime.start.cwd, tag: 'start' }, AGENT_TIMEOUT_MS);
+  }
+  if (runtime.ready) await waitReady(client, runtime.ready, log);
+}
+
+/** Whether baking pays: only a template that starts something has warm state to keep. */
+export function hasStartState(runtime: TemplateRuntime): boolean {
+  return runtime.start !== undefined || runtime.ready !== undefined;
+}
+
+/** Polls the ready check until it passes; fails with its last output at the timeout. */
+async function waitReady(client: GuestClient, ready: NonNullable<TemplateRuntime['ready']>, log: Logger): Promise<void> {
+  const timeoutMs = (ready.timeoutSeconds ?? DEFAULT_READY_TIMEOUT_S) * 1000;
+  const deadline = Date.now() + timeoutMs;
+  // A port check needs no tool in the image: bash opens the TCP connection itself.
+  const cmd = ready.port !== undefined ? `exec 3<>/dev/tcp/127.0.0.1/${ready.port}` : ready.cmd;
+  if (!cmd) throw new WarrenError('invalid_argument', 'ready check: give cmd or port');
+  let last = '';
+  while (Date.now() < deadline) {
+    const result = await runCheck(client, cmd, deadline);
+    if (result.exitCode === 0) return;
+    last = `exit ${result.exitCode}: ${(result.stdout + result.stderr).trim().slice(-2000)}`;
+    log.debug({ last }, 'ready check not passing yet');
+    await new Promise((r) => setTimeout(r, READY_POLL_MS));
+  }
+  throw new WarrenError('deadline_exceeded', `ready check (${ready.port !== undefined ? `port ${ready.port}` : cmd}) did not pass within ${timeoutMs / 1000}s; last attempt: ${last || 'none finished'}`);
+}
+
+async function runCheck(client: GuestClient, cmd: string, deadline: number): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {
+  const remaining = Math.max(1000, deadline - Date.now());
+  const { pid } = await client.request('exec', { cmd, user: 'root', timeoutMs: remaining, tag: 'ready-check' }, AGENT_TIMEOUT_MS);
+  for (;;) {
+    const out = await client.request('proc.output', { pid }, AGENT_TIMEOUT_MS);
+    if (!out.running) return { exitCode: out.exitCode, stdout: out.stdout, stderr: out.stderr };
+    await new Promise((r) => setTimeout(r, CHECK_POLL_MS));
+  }
+}
