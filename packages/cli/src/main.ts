@@ -4,6 +4,7 @@ import { Sandbox, WarrenError } from '@warren/sdk';
 import { copy } from './cp.js';
 import { doctor } from './doctor.js';
 import { registerTemplateCommands } from './template.js';
+import { registerWarmCommands } from './warm.js';
 import { collect, keyValues, printJson, sandboxRows } from './output.js';
 
 const program = new Command();
@@ -161,6 +162,7 @@ program
   });
 
 registerTemplateCommands(program);
+registerWarmCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   const message = err instanceof WarrenError ? `${err.message}` : (err as Error).message;

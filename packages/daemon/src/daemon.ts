@@ -128,6 +128,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     async close() {
       reaper.stop();
       await pool.stop();
+      await baker.stop();
       sandboxes.detachAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       registry.close();

@@ -6,3 +6,5 @@ export * from './errors.js';
 export type { ExecResult, SandboxInfo, FileStat, ProcessInfo, ProcessOutput, Resources } from '@warren/protocol';
 export { Template, TemplateBuildError, type BuildOptions } from './template.js';
 export type { Recipe, RecipeStep, TemplateBuildEvent, TemplateInfo } from '@warren/protocol';
+export { getPool, setPoolSize, getBake, bake } from './warm.js';
+export type { PoolInfo, BakeInfo, BootKind } from '@warren/protocol';

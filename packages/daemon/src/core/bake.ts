@@ -25,6 +25,7 @@ const AGENT_TIMEOUT_MS = 30_000;
 const READY_POLL_MS = 200;
 const CHECK_POLL_MS = 25;
 const DEFAULT_READY_TIMEOUT_S = 60;
+const SMALL_INPUT_BYTES = 16 * 1024 * 1024;
 
 /** What a template manifest says about its runtime (written by the template builder). */
 export interface TemplateRuntime {
@@ -67,13 +68,18 @@ export class Baker implements BakedImages {
   private queue: Promise<unknown> = Promise.resolve();
   private queued = new Set<string>();
   private hostKey: string;
+  private stopped = false;
+  /** The bake sandbox being made now, so that stop() can end it. */
+  private current?: string;
 
   constructor(private opts: BakerOptions) {
     const h = createHash('sha256').update(`format ${BAKE_FORMAT}\n`);
     for (const file of opts.inputs) {
-      // Size and mtime stand in for the bytes of big binaries (node is ~100 MB).
+      // The agent and warren-init are copied into the home at every start, so their bytes
+      // count; for the big binaries (node is ~100 MB) path, size and mtime stand in.
       const st = statSync(file);
-      h.update(`${file} ${st.size} ${st.mtimeMs}\n`);
+      if (st.size <= SMALL_INPUT_BYTES) h.update(readFileSync(file));
+      else h.update(`${file} ${st.size} ${st.mtimeMs}\n`);
     }
     this.hostKey = h.digest('hex');
   }
@@ -84,11 +90,16 @@ export class Baker implements BakedImages {
    * than a cold boot (~0.65 s), so the image would only help templates with warm state.
    */
   imageFor(template: TemplateInfo): string | undefined {
-    if (!this.opts.enabled || !hasStartState(templateRuntime(template.rootfs))) return undefined;
+    if (!this.opts.enabled || this.stopped || !hasStartState(templateRuntime(template.rootfs))) return undefined;
     const record = this.record(template);
     if (record?.state === 'ready') return this.imageDir(record.key);
     if (!record) void this.bake(template).catch(() => undefined); // failures are recorded
     return undefined;
+  }
+
+  /** True when this version's bake failed: its ready check is not worth waiting for again. */
+  failed(template: TemplateInfo): boolean {
+    return this.record(template)?.state === 'failed';
   }
 
   info(template: TemplateInfo): BakeInfo {
@@ -120,6 +131,13 @@ export class Baker implements BakedImages {
     });
     this.queue = run.catch(() => undefined);
     return run;
+  }
+
+  /** Ends a bake in progress (its sandbox is destroyed) and refuses new ones (shutdown). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.current) await this.opts.driver.destroy(this.current);
+    await this.queue;
   }
 
   /** Removes every image of a template (it is being deleted). */
@@ -160,6 +178,7 @@ export class Baker implements BakedImages {
   }
 
   private async run(template: TemplateInfo, key: string): Promise<void> {
+    if (this.stopped) return;
     const started = Date.now();
     const log = this.opts.log.child({ template: template.name, version: template.version });
     const final = path.join(this.opts.dir, key);
@@ -174,6 +193,11 @@ export class Baker implements BakedImages {
       record.ms = Date.now() - started;
       log.info({ ms: record.ms }, 'template baked');
     } catch (err) {
+      if (this.stopped) {
+        // Cut short by shutdown: not the template's fault, so nothing is recorded.
+        await rm(work, { recursive: true, force: true });
+        return;
+      }
       record.state = 'failed';
       record.error = (err as Error).message;
       log.warn({ err: record.error }, 'bake failed; creates of this template boot cold');
@@ -190,13 +214,14 @@ export class Baker implements BakedImages {
   private async boot(template: TemplateInfo, imageDir: string, log: Logger): Promise<void> {
     const runtime = templateRuntime(template.rootfs);
     const id = newId('bake');
+    this.current = id;
     let streams: GuestStreams | undefined;
     let client: GuestClient | undefined;
     try {
       streams = await this.opts.driver.start({ id, hostname: id, rootfs: template.rootfs, resources: DEFAULT_RESOURCES });
       client = new GuestClient(streams.fromGuest, streams.toGuest);
       await client.request('hello', {}, AGENT_TIMEOUT_MS);
-      await startTemplate(client, runtime, log);
+      await startTemplate(client, runtime, log, { waitReady: true });
       // Every call above has been answered, so the agent's channel is idle: the restored
       // agent continues with a clean stream on its new stdio.
       await this.opts.driver.checkpoint(id, imageDir);
@@ -204,6 +229,7 @@ export class Baker implements BakedImages {
       client?.close('bake finished');
       streams?.release();
       await this.opts.driver.destroy(id);
+      this.current = undefined;
     }
   }
 
@@ -222,13 +248,26 @@ export class Baker implements BakedImages {
  * Runs the template's start command and waits for its ready check, as a fresh boot of the
  * template needs (the bake, and creates that boot cold while no image is ready).
  */
-export async function startTemplate(client: GuestClient, runtime: TemplateRuntime, log: Logger): Promise<void> {
+async function startTemplate(client: GuestClient, runtime: TemplateRuntime, log: Logger, opts: { waitReady: boolean }): Promise<void> {
   await client.request('configure', { env: runtime.env, pidsLimit: DEFAULT_RESOURCES.pids, defaultUser: runtime.user, defaultCwd: runtime.workdir }, AGENT_TIMEOUT_MS);
   if (runtime.start) {
     // Not subscribed: nothing may be streaming on the channel when a checkpoint is taken.
     await client.request('exec', { cmd: runtime.start.cmd, user: runtime.start.user, cwd: runtime.start.cwd, tag: 'start' }, AGENT_TIMEOUT_MS);
   }
-  if (runtime.ready) await waitReady(client, runtime.ready, log);
+  if (runtime.ready && opts.waitReady) await waitReady(client, runtime.ready, log);
+}
+
+/**
+ * The same for a create that boots cold: a ready check that never passes is the template's
+ * problem (its bake fails and says so), not a reason to refuse a usable sandbox.
+ */
+export async function startTemplateCold(client: GuestClient, runtime: TemplateRuntime, log: Logger, waitForReady: boolean): Promise<void> {
+  try {
+    await startTemplate(client, runtime, log, { waitReady: waitForReady });
+  } catch (err) {
+    if (!(err instanceof WarrenError && err.code === 'deadline_exceeded')) throw err;
+    log.warn({ err: err.message }, 'template not ready after its start command; the sandbox is created anyway');
+  }
 }
 
 /** Whether baking pays: only a template that starts something has warm state to keep. */

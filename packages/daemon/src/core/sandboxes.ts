@@ -19,7 +19,7 @@ import {
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
 import type { PoolMember, WarmPool } from './pool.js';
-import { hasStartState, startTemplate, templateRuntime } from './bake.js';
+import { hasStartState, startTemplateCold, templateRuntime } from './bake.js';
 import { GuestClient } from './guest-client.js';
 import { newId } from './ids.js';
 import { requireState, type Operation } from './lifecycle.js';
@@ -53,6 +53,8 @@ export interface SandboxServiceOptions {
 export interface BakedImages {
   /** The image directory of the template version's bake, if one is ready. */
   imageFor(template: TemplateInfo): string | undefined;
+  /** Whether the version's bake failed (its ready check never passed). */
+  failed(template: TemplateInfo): boolean;
 }
 
 export class SandboxService {
@@ -132,9 +134,12 @@ export class SandboxService {
     const live = this.openChannel(id, streams);
     try {
       await live.client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
-      // A cold boot starts what a baked image would already be running.
+      // A cold boot starts what a baked image would already be running, and waits for it to
+      // be ready unless the bake already found that it never gets there.
       const runtime = templateRuntime(template.rootfs);
-      if (!image && hasStartState(runtime)) await startTemplate(live.client, runtime, this.opts.log.child({ sandbox: id }));
+      if (!image && hasStartState(runtime)) {
+        await startTemplateCold(live.client, runtime, this.opts.log.child({ sandbox: id }), !this.opts.bakes?.failed(template));
+      }
     } catch (err) {
       live.client.close('boot failed');
       streams.release();

@@ -59,7 +59,8 @@ export class GvisorDriver implements SandboxDriver {
   async checkpoint(id: string, imageDir: string): Promise<void> {
     await mkdir(imageDir, { recursive: true, mode: 0o700 });
     try {
-      await this.runsc.run(['checkpoint', '--image-path', imageDir, id], CHECKPOINT_TIMEOUT_MS);
+      // Uncompressed: restores are ~25% faster, for images ~4x larger (measured, 2026-12-02).
+      await this.runsc.run(['checkpoint', '--compression=none', '--image-path', imageDir, id], CHECKPOINT_TIMEOUT_MS);
     } catch (err) {
       throw new WarrenError('internal', `checkpoint of sandbox ${id} failed: ${(err as Error).message}`);
     }

@@ -1,0 +1,211 @@
+/**
+ * Baked templates and warm pools, against a real daemon: a template with a start command (an
+ * HTTP server holding a counter in memory) is built from base, baked (booted, started, ready,
+ * checkpointed) and restored; pools are filled, claimed and refilled. The daemon builds into
+ * its own templates dir, where `base` links to the machine's base template. Nothing here
+ * leaves 127.0.0.1: the server listens inside the sandbox and is reached with curl there.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import path from 'node:path';
+import { bake, getBake, getPool, setPoolSize, Template, type Recipe, type Sandbox } from '@warren/sdk';
+import { REPO, TEMPLATES, eventually, runscContainers, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+
+const TEST_ROOT = '/var/lib/warren-test';
+const T = { timeout: 240_000 };
+let d: DaemonHandle | undefined;
+let tplDir: string;
+let ctx: string;
+
+interface Hello {
+  hits: number;
+  pid: number;
+  startedAt: string;
+}
+
+before(async () => {
+  mkdirSync(TEST_ROOT, { recursive: true });
+  tplDir = mkdtempSync(path.join(TEST_ROOT, 'tpl-'));
+  ctx = mkdtempSync(path.join(TEST_ROOT, 'ctx-'));
+  symlinkSync(realpathSync(path.join(TEMPLATES, 'base')), path.join(tplDir, 'base'));
+  d = await startDaemon({ env: { WARREN_TEMPLATES: tplDir } });
+  // The shipped node-dev recipe, built under another name so it cannot clash with anything.
+  const recipe = JSON.parse(readFileSync(path.join(REPO, 'templates/node-dev/recipe.json'), 'utf8')) as Recipe;
+  await Template.buildRecipe({ ...recipe, name: 'web' }, { ...d.conn, contextDir: path.join(REPO, 'templates/node-dev') });
+});
+
+after(async () => {
+  try {
+    await stopAndCheckClean(d);
+  } finally {
+    rmSync(tplDir, { recursive: true, force: true });
+    rmSync(ctx, { recursive: true, force: true });
+  }
+});
+
+async function hello(sbx: Sandbox): Promise<Hello> {
+  const r = await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'], { check: true });
+  return JSON.parse(r.stdout) as Hello;
+}
+
+test('a cold create of a template with a start command runs it and waits until ready', T, async () => {
+  const sbx = await d!.create({ template: 'web' });
+  try {
+    assert.equal(sbx.info.boot, 'cold');
+    assert.match(sbx.info.templateVersion, /^[0-9a-f]{12}$/);
+    // Ready means the port answers at once, with no retry needed.
+    const first = await hello(sbx);
+    assert.equal(first.hits, 1);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('baked: every create restores the started server, with the same in-memory state', T, async () => {
+  const baked = await bake('web', d!.conn);
+  assert.equal(baked.state, 'ready', `bake failed: ${baked.error ?? baked.reason}`);
+  assert.equal((await getBake('web', d!.conn)).state, 'ready');
+  const a = await d!.create({ template: 'web' });
+  const b = await d!.create({ template: 'web' });
+  try {
+    assert.equal(a.info.boot, 'baked');
+    assert.equal(b.info.boot, 'baked');
+    const a1 = await hello(a);
+    const a2 = await hello(a);
+    const b1 = await hello(b);
+    // One process, started once at bake time, continues in both: same pid and start time.
+    assert.equal(a1.startedAt, b1.startedAt);
+    assert.equal(a1.pid, b1.pid);
+    // Its memory is copied, not shared: each sandbox counts on from the baked value.
+    assert.equal(a2.hits, a1.hits + 1);
+    assert.equal(b1.hits, a1.hits);
+    const ps = await a.exec('ps -eo args', { check: true });
+    assert.match(ps.stdout, /node \/app\/server\.js/);
+    // The start process is a tracked process of the agent, tagged 'start'.
+    const procs = await a.processes.list();
+    assert.ok(procs.some((p) => p.tag === 'start' && p.running), JSON.stringify(procs));
+  } finally {
+    await Promise.all([a.kill(), b.kill()]);
+  }
+});
+
+test('late binding: a restored sandbox gets its own id, hostname, env and metadata', T, async () => {
+  assert.equal((await getBake('web', d!.conn)).state, 'ready');
+  const sbx = await d!.create({ template: 'web', env: { GREETING: 'hi there' }, metadata: { job: 'late' }, ttlSeconds: 120 });
+  try {
+    assert.equal(sbx.info.boot, 'baked');
+    assert.deepEqual(sbx.info.metadata, { job: 'late' });
+    const r = await sbx.exec('echo "$GREETING|$(hostname)|$PORT|$(pwd)|$(id -un)"', { check: true });
+    // Per-create env on top of the template's env (PORT); the template's workdir and user.
+    assert.equal(r.stdout.trim(), `hi there|${sbx.id}|3000|/app|user`);
+    // Root inside gets no CAP_SYS_ADMIN, although warren-init holds it to set the hostname.
+    const caps = await sbx.exec(['grep', 'CapEff', '/proc/self/status'], { user: 'root', check: true });
+    const eff = BigInt('0x' + caps.stdout.trim().split(/\s+/)[1]);
+    assert.equal(eff & (1n << 21n), 0n, caps.stdout);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('a ready check that never passes fails the bake with its output; creates still work, cold', T, async () => {
+  await Template.from('base')
+    .run('true')
+    .start('sleep 600')
+    .readyCommand('echo still-not-ready; exit 3', { timeoutSeconds: 2 })
+    .build({ ...d!.conn, name: 'never-ready', contextDir: ctx });
+  const result = await bake('never-ready', d!.conn);
+  assert.equal(result.state, 'failed');
+  assert.match(result.error ?? '', /did not pass within 2s/);
+  assert.match(result.error ?? '', /exit 3: still-not-ready/);
+  const sbx = await d!.create({ template: 'never-ready' });
+  try {
+    assert.equal(sbx.info.boot, 'cold');
+    assert.equal((await sbx.exec('echo ok', { check: true })).stdout, 'ok\n');
+    const ps = await sbx.exec('ps -eo args', { check: true });
+    assert.match(ps.stdout, /sleep 600/, 'the start command runs in a cold sandbox too');
+  } finally {
+    await sbx.kill();
+  }
+  assert.equal((await getBake('never-ready', d!.conn)).state, 'failed');
+});
+
+test('a template without a start command is not baked: cold boots are faster here', T, async () => {
+  const info = await getBake('base', d!.conn);
+  assert.equal(info.state, 'none');
+  assert.match(info.reason ?? '', /no start command/);
+});
+
+test('warm pool: claims are pool hits, the pool refills, other resources miss, size 0 empties it', T, async () => {
+  const conn = d!.conn;
+  await assert.rejects(setPoolSize('web', -1, conn), /size/);
+  await assert.rejects(setPoolSize('no-such-template', 1, conn), /unknown template/);
+  await setPoolSize('web', 2, conn);
+  await eventually(async () => (await getPool('web', conn)).ready === 2, 120_000, 'pool of 2 ready');
+  const a = await d!.create({ template: 'web', env: { WHO: 'a' } });
+  try {
+    assert.equal(a.info.boot, 'pool');
+    assert.equal((await a.exec('echo $WHO $(hostname)', { check: true })).stdout.trim(), `a ${a.id}`);
+    assert.equal((await hello(a)).hits >= 1, true);
+    let p = await getPool('web', conn);
+    assert.equal(p.hits, 1);
+    assert.ok(p.claimMs && p.claimMs.count === 1, JSON.stringify(p));
+    // Non-default resources cannot be served by a member booted with the defaults.
+    const custom = await d!.create({ template: 'web', resources: { memoryMB: 1024 } });
+    assert.notEqual(custom.info.boot, 'pool');
+    await custom.kill();
+    await eventually(async () => (await getPool('web', conn)).ready === 2, 120_000, 'pool refilled to 2');
+    p = await getPool('web', conn);
+    assert.equal(p.misses, 0, 'a resources mismatch is not a pool miss');
+    const metrics = await (await d!.http.request('GET', '/metrics')).text();
+    assert.match(metrics, /warren_pool_hits_total\{template="web"\} 1/);
+    assert.match(metrics, /warren_pool_ready\{template="web"\} 2/);
+    assert.match(metrics, /warren_pool_claim_seconds\{template="web",quantile="0.5"\}/);
+    const before = runscContainers(d!.home).length;
+    await setPoolSize('web', 0, conn);
+    await eventually(() => runscContainers(d!.home).length === before - 2, 30_000, 'pool members destroyed');
+    const empty = await d!.create({ template: 'web' });
+    assert.notEqual(empty.info.boot, 'pool');
+    await empty.kill();
+  } finally {
+    await a.kill();
+  }
+});
+
+test('pool sizes survive a daemon restart; pooled sandboxes are not leaked by a crash', T, async () => {
+  const conn = d!.conn;
+  await setPoolSize('web', 1, conn);
+  await eventually(async () => (await getPool('web', conn)).ready === 1, 120_000, 'pool of 1 ready');
+  await d!.crash();
+  d = await startDaemon({ home: d!.home, env: { WARREN_TEMPLATES: tplDir } });
+  // The crashed daemon's member was unknown to the registry: recovery destroyed it, and the
+  // new daemon fills the pool again from the saved size.
+  const p = await eventually(async () => {
+    const info = await getPool('web', d!.conn);
+    return info.ready === 1 ? info : undefined;
+  }, 120_000, 'pool refilled after restart');
+  assert.equal(p?.size, 1);
+  assert.equal(runscContainers(d!.home).length, 1);
+  await setPoolSize('web', 0, d!.conn);
+  await eventually(() => runscContainers(d!.home).length === 0, 30_000, 'pool emptied');
+});
+
+test('under host memory pressure the pool does not fill', T, async () => {
+  // A threshold above the machine's memory: the pool must yield at once.
+  const tight = await startDaemon({ env: { WARREN_TEMPLATES: tplDir, WARREN_POOL_MIN_FREE_MB: String(10 * 1024 * 1024) } });
+  try {
+    await setPoolSize('web', 2, tight.conn);
+    await new Promise((r) => setTimeout(r, 4000));
+    const p = await getPool('web', tight.conn);
+    assert.equal(p.ready, 0);
+    assert.equal(p.booting, 0);
+    assert.equal(runscContainers(tight.home).length, 0);
+    const sbx = await tight.create({ template: 'web' });
+    assert.notEqual(sbx.info.boot, 'pool');
+    assert.equal((await getPool('web', tight.conn)).misses, 1);
+    await sbx.kill();
+    await setPoolSize('web', 0, tight.conn);
+  } finally {
+    await stopAndCheckClean(tight);
+  }
+});
