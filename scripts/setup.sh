@@ -49,8 +49,11 @@ log "building"
 npm run --silent build
 
 # --- base template ---------------------------------------------------------------------
+# Built from templates/base/recipe.json by the template builder, in-process (no daemon
+# needed). Cached per step: unchanged, this takes about a second; the first build runs
+# debootstrap (a few minutes). Build steps have network; sandboxes never do.
 mkdir -p "$WARREN_HOME" && chmod 700 "$WARREN_HOME"
-bash templates/base/recipe.sh "$WARREN_HOME"
+WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren template build --local templates/base/recipe.json
 
 [ "$start_daemon" = 1 ] || exit 0
 
