@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A short tour: create a sandbox, run commands, move a file in and out, remove it.
+# A short tour: create a sandbox, run commands, move a file in and out, remove it; then a
+# template with a running server: build it, bake it, and create from a warm pool.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -31,5 +32,33 @@ set -e
 log "list, then remove"
 $w ls
 $w rm "$id"
+trap - EXIT
+
+log "build a template whose start command runs an HTTP server (cached after the first time)"
+$w template build templates/node-dev/recipe.json
+log "bake it: boot once, start the server, wait until it answers, checkpoint"
+$w bake node-dev
+log "every create now restores the running server (same process, its own copy of memory)"
+web=$($w create --template node-dev --ttl 600)
+trap '$w rm "$web" >/dev/null 2>&1 || true' EXIT
+$w exec "$web" -- curl -s http://127.0.0.1:3000/
+echo
+$w info "$web" --json | grep -E '"(boot|templateVersion)"'
+$w rm "$web"
+trap - EXIT
+
+log "a warm pool of 1: the next create only claims a ready sandbox"
+$w pool node-dev --size 1 >/dev/null
+for _ in $(seq 60); do
+  [ "$($w pool node-dev --json | grep -o '"ready": [0-9]*' | grep -o '[0-9]*$')" = 1 ] && break
+  sleep 1
+done
+start=$(date +%s%N)
+web=$($w create --template node-dev --ttl 600)
+trap '$w rm "$web" >/dev/null 2>&1 || true' EXIT
+echo "  $web created in $(( ($(date +%s%N) - start) / 1000000 )) ms (including the CLI's own start-up)"
+$w pool node-dev
+$w pool node-dev --size 0 >/dev/null
+$w rm "$web"
 trap - EXIT
 log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"
