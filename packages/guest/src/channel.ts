@@ -7,6 +7,7 @@ import {
   FrameDecoder,
   FrameKind,
   encodeFrame,
+  frameHeader,
   MAX_FRAME_PAYLOAD,
   MAX_MESSAGE_PAYLOAD,
   STREAM_WINDOW_BYTES,
@@ -17,6 +18,7 @@ import {
 } from '@warren/protocol/wire';
 
 export interface IncomingStream {
+  /** `chunk` is valid only during the call (the decoder reuses its memory): copy to keep. */
   onData(chunk: Buffer): void;
   onEnd(): void;
   onAbort(): void;
@@ -25,7 +27,7 @@ export interface IncomingStream {
 type Handler = (req: GuestRequest, channel: Channel) => Promise<unknown>;
 
 export class Channel {
-  private decoder = new FrameDecoder();
+  private decoder = new FrameDecoder({ reuse: true });
   private incoming = new Map<number, IncomingStream>();
   private outgoing = new Map<number, OutgoingStream>();
   private closeHandlers: Array<() => void> = [];
@@ -72,11 +74,19 @@ export class Channel {
     this.output.write(encodeFrame(FrameKind.Message, 0, payload));
   }
 
-  sendData(stream: number, data: Buffer): void {
+  /** `onFlushed` runs once the bytes are out of the process, when `data` may be reused. */
+  sendData(stream: number, data: Buffer, onFlushed?: () => void): void {
     if (this.closed) return;
+    // Header and payload go out as two buffers in one writev: copying the payload behind
+    // its header cost a copy of every byte sent.
+    this.output.cork();
     for (let at = 0; at < data.length; at += MAX_FRAME_PAYLOAD) {
-      this.output.write(encodeFrame(FrameKind.Data, stream, data.subarray(at, at + MAX_FRAME_PAYLOAD)));
+      const part = data.subarray(at, at + MAX_FRAME_PAYLOAD);
+      this.output.write(frameHeader(FrameKind.Data, stream, part.length));
+      if (onFlushed && at + MAX_FRAME_PAYLOAD >= data.length) this.output.write(part, () => onFlushed());
+      else this.output.write(part);
     }
+    this.output.uncork();
   }
 
   sendEnd(stream: number): void {
@@ -114,7 +124,8 @@ export class Channel {
     }
     for (const frame of frames) {
       if (frame.kind === FrameKind.Message) this.onMessage(frame.payload);
-      else if (frame.kind === FrameKind.Data) this.incoming.get(frame.stream)?.onData(Buffer.from(frame.payload));
+      // Handlers consume a payload during the call (IncomingStream), so no copy here.
+      else if (frame.kind === FrameKind.Data) this.incoming.get(frame.stream)?.onData(frame.payload);
       else if (frame.kind === FrameKind.End) {
         const s = this.incoming.get(frame.stream);
         this.incoming.delete(frame.stream);
@@ -160,14 +171,17 @@ export class OutgoingStream {
     readonly stream: number,
   ) {}
 
-  /** Resolves once the chunk may be sent without exceeding the reader's window. */
-  async write(chunk: Buffer): Promise<void> {
+  /**
+   * Resolves once the chunk has been sent without exceeding the reader's window.
+   * `onFlushed`: see Channel.sendData.
+   */
+  async write(chunk: Buffer, onFlushed?: () => void): Promise<void> {
     while (!this.aborted && this.inflight + chunk.length > STREAM_WINDOW_BYTES && this.inflight > 0) {
       await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
     if (this.aborted) throw new WarrenError('unavailable', 'stream aborted by reader');
     this.inflight += chunk.length;
-    this.channel.sendData(this.stream, chunk);
+    this.channel.sendData(this.stream, chunk, onFlushed);
   }
 
   end(): void {

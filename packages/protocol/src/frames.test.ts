@@ -30,3 +30,45 @@ test('a corrupt length is rejected instead of buffering forever', () => {
   bad.writeUInt32BE(0xffffffff, 0);
   assert.throws(() => decoder.push(bad), FrameDecodeError);
 });
+
+test('payloads stay intact after later pushes, and small ones do not pin their chunk', () => {
+  const big = Buffer.alloc(300_000);
+  for (let i = 0; i < big.length; i++) big[i] = i % 251;
+  const wire = Buffer.concat([
+    encodeFrame(FrameKind.Data, 1, Buffer.from('tiny')),
+    encodeFrame(FrameKind.Data, 2, big),
+    encodeFrame(FrameKind.Data, 3, Buffer.from('tail')),
+  ]);
+  for (const step of [2, 5, 65_536, 100_000]) {
+    const decoder = new FrameDecoder();
+    const out = [];
+    for (let at = 0; at < wire.length; at += step) out.push(...decoder.push(Buffer.from(wire.subarray(at, at + step))));
+    assert.deepEqual(out.map((f) => f.stream), [1, 2, 3], `step ${step}`);
+    assert.equal(out[0].payload.toString(), 'tiny');
+    assert.ok(out[1].payload.equals(big), `step ${step}`);
+    assert.equal(out[2].payload.toString(), 'tail');
+    if (step >= 65_536) assert.ok(out[0].payload.buffer.byteLength <= 8192, 'small payload copied out of its chunk');
+  }
+});
+
+test('a corrupt length split across pushes is rejected', () => {
+  const decoder = new FrameDecoder();
+  assert.deepEqual(decoder.push(Buffer.from([0xff, 0xff])), []);
+  assert.throws(() => decoder.push(Buffer.from([0xff, 0xff, 0, 0, 0, 0, 0])), FrameDecodeError);
+});
+
+test('with reuse, spanning frames are assembled in one buffer and still decode right', () => {
+  const a = Buffer.alloc(200_000, 1);
+  const b = Buffer.alloc(150_000, 2);
+  const wire = Buffer.concat([encodeFrame(FrameKind.Data, 1, a), encodeFrame(FrameKind.Data, 2, b)]);
+  const decoder = new FrameDecoder({ reuse: true });
+  const seen: Array<[number, number, number]> = [];
+  for (let at = 0; at < wire.length; at += 65_536) {
+    // Consumed during the push, as the agent does.
+    for (const f of decoder.push(wire.subarray(at, at + 65_536))) seen.push([f.stream, f.payload.length, f.payload[f.payload.length - 1]]);
+  }
+  assert.deepEqual(seen, [
+    [1, 200_000, 1],
+    [2, 150_000, 2],
+  ]);
+});

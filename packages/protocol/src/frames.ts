@@ -34,41 +34,120 @@ export const MAX_MESSAGE_PAYLOAD = MAX_FRAME_PAYLOAD + 1024 * 1024;
 
 export function encodeFrame(kind: FrameKind, stream: number, payload: Buffer | string = Buffer.alloc(0)): Buffer {
   const body = typeof payload === 'string' ? Buffer.from(payload, 'utf8') : payload;
+  return Buffer.concat([frameHeader(kind, stream, body.length), body]);
+}
+
+/**
+ * The header alone, for senders that write it and a large payload as two buffers (corked,
+ * so one writev) instead of copying the payload into one buffer with it.
+ */
+export function frameHeader(kind: FrameKind, stream: number, payloadLength: number): Buffer {
   const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  header.writeUInt32BE(body.length + 5, 0);
+  header.writeUInt32BE(payloadLength + 5, 0);
   header.writeUInt8(kind, 4);
   header.writeUInt32BE(stream, 5);
-  return Buffer.concat([header, body]);
+  return header;
 }
 
 export class FrameDecodeError extends Error {}
 
-/** Incremental decoder: push bytes in, get whole frames out. */
+const MAX_FRAME_LENGTH = Math.max(MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD) + 5;
+
+/**
+ * Incremental decoder: push bytes in, get whole frames out.
+ *
+ * Each byte is copied at most once. A frame that lies inside one pushed chunk is a view of it,
+ * and one that spans chunks is assembled once it is complete; re-joining everything buffered
+ * on every push made large frames cost several copies each (a 256 KiB frame arrives in 64 KiB
+ * pipe reads). Payloads may be kept by the caller: the decoder never writes into a chunk it
+ * was given, and a small payload is copied out rather than pinning a much larger chunk.
+ *
+ * With `reuse`, frames that span chunks are assembled in one buffer that the next push
+ * overwrites, so their payloads are valid only until then. That suits a receiver that
+ * consumes every frame at once (the agent writes upload data straight to the file): in
+ * gVisor, faulting in a fresh buffer per frame cost more than the copy.
+ */
 export class FrameDecoder {
-  private chunks: Buffer[] = [];
-  private buffered = 0;
+  private scratch?: Buffer;
+
+  constructor(private readonly opts: { reuse?: boolean } = {}) {}
+
+  /** Bytes of a frame not yet complete, as views of the chunks they came in. */
+  private partial: Buffer[] = [];
+  private partialBytes = 0;
+  /** 4 + length of the partial frame, or 0 while its length field is itself incomplete. */
+  private partialNeed = 0;
+
   push(data: Buffer): Frame[] {
-    this.chunks.push(data);
-    this.buffered += data.length;
     const frames: Frame[] = [];
-    const buf = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.buffered);
-    let offset = 0;
-    while (buf.length - offset >= 4) {
-      const length = buf.readUInt32BE(offset);
-      if (length < 5 || length > Math.max(MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD) + 5) {
-        throw new FrameDecodeError(`corrupt frame header (length ${length})`);
-      }
-      if (buf.length - offset < 4 + length) break;
-      const kind = buf.readUInt8(offset + 4) as FrameKind;
-      const stream = buf.readUInt32BE(offset + 5);
-      const payload = buf.subarray(offset + FRAME_HEADER_BYTES, offset + 4 + length);
-      frames.push({ kind, stream, payload });
-      offset += 4 + length;
+    let offset = this.partialBytes ? this.continuePartial(data, frames) : 0;
+    while (data.length - offset >= 4) {
+      const need = 4 + checkedLength(data.readUInt32BE(offset));
+      if (data.length - offset < need) break;
+      frames.push(viewFrame(data, offset, need));
+      offset += need;
     }
-    const rest = buf.subarray(offset);
-    this.chunks = rest.length ? [rest] : [];
-    this.buffered = rest.length;
+    if (offset < data.length) this.keep(data.subarray(offset));
     return frames;
+  }
+
+  /** Feeds the start of `data` to the frame begun earlier; returns how much of it was used. */
+  private continuePartial(data: Buffer, frames: Frame[]): number {
+    let used = 0;
+    if (!this.partialNeed) {
+      // The length field itself was split: complete it from the new chunk.
+      used = Math.min(4 - this.partialBytes, data.length);
+      this.keep(data.subarray(0, used));
+      if (!this.partialNeed) return used;
+    }
+    const take = Math.min(this.partialNeed - this.partialBytes, data.length - used);
+    this.keep(data.subarray(used, used + take));
+    used += take;
+    if (this.partialBytes === this.partialNeed) {
+      const whole = this.assemble();
+      this.partial = [];
+      this.partialBytes = 0;
+      this.partialNeed = 0;
+      frames.push(frameAt(whole, 0, whole.length));
+    }
+    return used;
+  }
+
+  private assemble(): Buffer {
+    const need = this.partialNeed;
+    if (!this.opts.reuse) return Buffer.concat(this.partial, need);
+    if (!this.scratch || this.scratch.length < need) this.scratch = Buffer.allocUnsafe(Math.max(need, MAX_FRAME_PAYLOAD + FRAME_HEADER_BYTES));
+    let at = 0;
+    for (const part of this.partial) at += part.copy(this.scratch, at);
+    return this.scratch.subarray(0, need);
+  }
+
+  private keep(bytes: Buffer): void {
+    if (!bytes.length) return;
+    this.partial.push(bytes);
+    this.partialBytes += bytes.length;
+    if (!this.partialNeed && this.partialBytes >= 4) {
+      this.partialNeed = 4 + checkedLength(Buffer.concat(this.partial, 4).readUInt32BE(0));
+    }
   }
 }
 
+function checkedLength(length: number): number {
+  if (length < 5 || length > MAX_FRAME_LENGTH) throw new FrameDecodeError(`corrupt frame header (length ${length})`);
+  return length;
+}
+
+function frameAt(buf: Buffer, offset: number, need: number): Frame {
+  return {
+    kind: buf.readUInt8(offset + 4) as FrameKind,
+    stream: buf.readUInt32BE(offset + 5),
+    payload: buf.subarray(offset + FRAME_HEADER_BYTES, offset + need),
+  };
+}
+
+/** A frame inside a pushed chunk; copied out when it is small next to the memory it would pin. */
+function viewFrame(chunk: Buffer, offset: number, need: number): Frame {
+  const frame = frameAt(chunk, offset, need);
+  if (frame.payload.length * 4 < chunk.buffer.byteLength) frame.payload = Buffer.from(frame.payload);
+  return frame;
+}

@@ -1,6 +1,6 @@
 /** File access inside a sandbox, streamed both ways through the guest channel. */
 import { Transform, pipeline, type Readable } from 'node:stream';
-import { WarrenError } from '@warren/protocol';
+import { MAX_FRAME_PAYLOAD, WarrenError } from '@warren/protocol';
 import type { FileStat } from '@warren/protocol';
 import type { SandboxService } from './sandboxes.js';
 
@@ -28,10 +28,23 @@ export class FileService {
     let failed: Error | undefined;
     result.catch((err: Error) => (failed = err));
     try {
+      // HTTP bodies arrive in socket-read pieces (up to 64 KiB); gathering them into full
+      // frames means a quarter of the frames, and the agent writes the file in bigger steps.
+      let batch: Buffer[] = [];
+      let batched = 0;
       for await (const chunk of source) {
         if (failed) break;
-        await client.sendData(stream, Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        batch.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
+        batched += chunk.byteLength;
+        if (batched >= MAX_FRAME_PAYLOAD) {
+          const whole = batched - (batched % MAX_FRAME_PAYLOAD);
+          const [send, keep] = splitAt(batch, whole);
+          await client.sendData(stream, send);
+          batch = keep;
+          batched -= whole;
+        }
       }
+      if (batched && !failed) await client.sendData(stream, batch);
     } catch (err) {
       client.notify('cancel', { stream });
       // When the agent refused the write, its reason beats the sender's "stream closed".
@@ -61,6 +74,23 @@ export class FileService {
   async remove(id: string, path: string, user?: string): Promise<boolean> {
     return (await this.sandboxes.guest(id, 'files').request('fs.remove', { path, user })).removed;
   }
+}
+
+/** Splits a list of buffers at byte `n` without copying. */
+function splitAt(parts: Buffer[], n: number): [Buffer[], Buffer[]] {
+  const head: Buffer[] = [];
+  let left = n;
+  let i = 0;
+  for (; i < parts.length && left > 0; i++) {
+    if (parts[i].length <= left) {
+      head.push(parts[i]);
+      left -= parts[i].length;
+    } else {
+      head.push(parts[i].subarray(0, left));
+      return [head, [parts[i].subarray(left), ...parts.slice(i + 1)]];
+    }
+  }
+  return [head, parts.slice(i)];
 }
 
 /**
