@@ -50,20 +50,32 @@ async function hello(sbx: Sandbox): Promise<Hello> {
 }
 
 test('a cold create of a template with a start command runs it and waits until ready', T, async () => {
-  const sbx = await d!.create({ template: 'web' });
+  // A daemon that never bakes, on the same templates: every create boots cold.
+  const cold = await startDaemon({ env: { WARREN_TEMPLATES: tplDir, WARREN_BAKE: '0' } });
+  const sbx = await cold.create({ template: 'web' });
   try {
     assert.equal(sbx.info.boot, 'cold');
     assert.match(sbx.info.templateVersion, /^[0-9a-f]{12}$/);
     // Ready means the port answers at once, with no retry needed.
     const first = await hello(sbx);
     assert.equal(first.hits, 1);
+    assert.equal((await getBake('web', cold.conn)).reason, 'baking is turned off (WARREN_BAKE=0)');
   } finally {
     await sbx.kill();
+    await stopAndCheckClean(cold);
   }
 });
 
+test('a build queues the bake of a template with a start command', T, async () => {
+  const info = await eventually(async () => {
+    const b = await getBake('web', d!.conn);
+    return b.state === 'ready' || b.state === 'failed' ? b : undefined;
+  }, 120_000, 'the bake queued by the build');
+  assert.equal(info!.state, 'ready', info!.error);
+});
+
 test('baked: every create restores the started server, with the same in-memory state', T, async () => {
-  const baked = await bake('web', d!.conn);
+  const baked = await bake('web', d!.conn); // already baked: answers at once
   assert.equal(baked.state, 'ready', `bake failed: ${baked.error ?? baked.reason}`);
   assert.equal((await getBake('web', d!.conn)).state, 'ready');
   const a = await d!.create({ template: 'web' });

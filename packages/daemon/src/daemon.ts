@@ -102,6 +102,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const templateService = new TemplateService(templates, builder, log);
   templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));
   templateService.onRemove((name) => pool.drop(name));
+  templateService.onRemove((name) => baker.forget(name));
+  // A new version with a start command is baked right away, so even its first create restores.
+  templateService.onBuilt((t) => baker.prepare(t));
   await recover({ registry, driver, sandboxes, sandboxesDir: paths.sandboxes, log });
   sandboxes.startHeartbeat();
   pool.start({ boot: (t) => sandboxes.bootForPool(t), discard: (m, why) => sandboxes.discardPooled(m, why) });

@@ -97,6 +97,11 @@ export class Baker implements BakedImages {
     return undefined;
   }
 
+  /** Queues a bake of a new template version if it would have one (after a build). */
+  prepare(template: TemplateInfo): void {
+    this.imageFor(template);
+  }
+
   /** True when this version's bake failed: its ready check is not worth waiting for again. */
   failed(template: TemplateInfo): boolean {
     return this.record(template)?.state === 'failed';

@@ -9,27 +9,9 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Runsc } from '../drivers/gvisor/runsc.js';
-import { GUEST_NODE_PATH } from '../drivers/gvisor/bundle.js';
+import { GUEST_NODE_PATH, SANDBOX_CAPABILITIES } from '../drivers/gvisor/bundle.js';
 import { LineSplitter } from './lines.js';
 import type { TemplateUser } from './passwd.js';
-
-// The sandbox set (drivers/gvisor/bundle.ts): Docker's defaults plus SYS_PTRACE, no NET_RAW.
-const ROOT_CAPABILITIES = [
-  'CAP_CHOWN',
-  'CAP_DAC_OVERRIDE',
-  'CAP_FSETID',
-  'CAP_FOWNER',
-  'CAP_MKNOD',
-  'CAP_SETGID',
-  'CAP_SETUID',
-  'CAP_SETFCAP',
-  'CAP_SETPCAP',
-  'CAP_NET_BIND_SERVICE',
-  'CAP_SYS_CHROOT',
-  'CAP_KILL',
-  'CAP_AUDIT_WRITE',
-  'CAP_SYS_PTRACE',
-];
 
 export interface BuildCommand {
   containerId: string;
@@ -119,9 +101,9 @@ function buildSpec(cmd: BuildCommand): Record<string, unknown> {
       // A non-root step gets no capabilities, as a non-root user would have (setuid
       // binaries can still raise them within the bounding set).
       capabilities: {
-        bounding: ROOT_CAPABILITIES,
-        effective: root ? ROOT_CAPABILITIES : [],
-        permitted: root ? ROOT_CAPABILITIES : [],
+        bounding: SANDBOX_CAPABILITIES,
+        effective: root ? SANDBOX_CAPABILITIES : [],
+        permitted: root ? SANDBOX_CAPABILITIES : [],
       },
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1048576, soft: 1048576 }],
       noNewPrivileges: false,

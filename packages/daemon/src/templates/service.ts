@@ -21,6 +21,7 @@ export type TemplateUsageCheck = (name: string) => string[];
 export class TemplateService {
   private usageChecks: TemplateUsageCheck[] = [];
   private removeHooks: Array<(name: string) => Promise<void>> = [];
+  private builtHooks: Array<(template: TemplateInfo) => void> = [];
 
   constructor(
     readonly catalog: TemplateCatalog,
@@ -38,6 +39,11 @@ export class TemplateService {
     this.removeHooks.push(hook);
   }
 
+  /** Runs after every successful build (e.g. queue a bake of the new version). */
+  onBuilt(hook: (template: TemplateInfo) => void): void {
+    this.builtHooks.push(hook);
+  }
+
   list(): TemplateInfo[] {
     return this.catalog.list();
   }
@@ -51,8 +57,10 @@ export class TemplateService {
     return planBuild(req, this.catalog);
   }
 
-  build(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
-    return this.builder.build(plan, emit, signal);
+  async build(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
+    const info = await this.builder.build(plan, emit, signal);
+    for (const hook of this.builtHooks) hook(info);
+    return info;
   }
 
   /**

@@ -10,8 +10,8 @@ const INIT_PATH = `${GUEST_LIB_DIR}/${INIT_FILE}`;
 
 // Docker's default set plus SYS_PTRACE (debuggers and strace work inside). NET_RAW is left
 // out on purpose: raw sockets are an egress bypass. These capabilities act on the
-// sandbox's own kernel (the gVisor Sentry), never on the host's.
-const CAPABILITIES = [
+// sandbox's own kernel (the gVisor Sentry), never on the host's. Build steps get the same.
+export const SANDBOX_CAPABILITIES = [
   'CAP_CHOWN',
   'CAP_DAC_OVERRIDE',
   'CAP_FSETID',
@@ -26,10 +26,11 @@ const CAPABILITIES = [
   'CAP_KILL',
   'CAP_AUDIT_WRITE',
   'CAP_SYS_PTRACE',
-  // Held by warren-init only, to set the hostname of a restored sandbox: it drops it from
-  // the bounding set of the agent and of every command it starts.
-  'CAP_SYS_ADMIN',
 ];
+
+// Held by warren-init only, to set the hostname of a restored sandbox: it drops it from the
+// bounding set of the agent and of every command it starts.
+const INIT_CAPABILITIES = [...SANDBOX_CAPABILITIES, 'CAP_SYS_ADMIN'];
 
 export interface BundleInputs extends StartSpec {
   hostNodeBinary: string;
@@ -55,9 +56,9 @@ export function buildSpec(input: BundleInputs): Record<string, unknown> {
       env: ['PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin', 'HOME=/root', 'LANG=C.UTF-8'],
       cwd: '/',
       capabilities: {
-        bounding: CAPABILITIES,
-        effective: CAPABILITIES,
-        permitted: CAPABILITIES,
+        bounding: INIT_CAPABILITIES,
+        effective: INIT_CAPABILITIES,
+        permitted: INIT_CAPABILITIES,
       },
       rlimits: [{ type: 'RLIMIT_NOFILE', hard: 1048576, soft: 1048576 }],
       noNewPrivileges: false,
