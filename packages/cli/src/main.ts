@@ -89,7 +89,8 @@ program
       const lines = [
         ['id', i.id],
         ['state', i.state + (i.error ? ` (${i.error})` : '')],
-        ['template', i.template],
+        ['template', `${i.template} (version ${i.templateVersion})`],
+        ['boot', { cold: 'cold boot', baked: 'restored from the baked image', pool: 'claimed from the warm pool' }[i.boot] ?? i.boot],
         ['created', i.createdAt],
         ['expires', i.expiresAt],
         ['resources', `${i.resources.cpus} cpus, ${i.resources.memoryMB} MB memory, ${i.resources.pids} pids, ${i.resources.diskMB} MB disk`],
