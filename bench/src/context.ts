@@ -8,7 +8,7 @@ import { startDaemon, stopAndCheckClean, type DaemonHandle } from '@warren/tests
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'templates'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -23,6 +23,10 @@ export const DEFAULT_ITERS = {
   files: 2,
   /** RSS samples per measurement (200 ms apart). */
   rss: 5,
+  /** Template creates of each kind: baked and cold (interleaved), then pooled. */
+  templates: 5,
+  /** Template builds of each kind: full, and with only the last step changed (interleaved). */
+  rebuild: 3,
 };
 export type Iters = typeof DEFAULT_ITERS;
 
@@ -79,28 +83,62 @@ export class Context {
   async getDaemon(fresh = false): Promise<DaemonHandle> {
     if (this.daemon && fresh) await this.stopDaemon();
     if (!this.daemon) {
-      mkdirSync(BENCH_ROOT, { recursive: true });
-      const home = mkdtempSync(path.join(BENCH_ROOT, 'home-'));
-      const t0 = performance.now();
-      let d: DaemonHandle;
-      try {
-        d = await startDaemon({ home });
-      } catch (err) {
-        // It never came up, so nothing runs under the home: remove it and its log.
-        rmSync(home, { recursive: true, force: true });
-        rmSync(`${home}.log`, { force: true });
-        removeIfEmpty(BENCH_ROOT);
-        throw err;
-      }
-      console.log(`  (daemon up in ${(performance.now() - t0).toFixed(0)} ms, home ${home}, pid ${d.pid})`);
-      this.daemon = d;
-      this.stopDaemonNow = this.defer('stop daemon', async () => {
+      const { daemon, stop } = await this.launchDaemon('daemon', {});
+      this.daemon = daemon;
+      this.stopDaemonNow = async () => {
         this.daemon = undefined;
-        await stopAndCheckClean(d);
-        removeIfEmpty(BENCH_ROOT);
-      });
+        await stop();
+      };
     }
     return this.daemon;
+  }
+
+  /**
+   * Another daemon with its own home under /var/lib/warren-bench and extra environment
+   * (e.g. WARREN_TEMPLATES). It is stopped with stopAndCheckClean() at cleanup time, or
+   * earlier through the returned `stop`.
+   */
+  async startDaemon(label: string, env: Record<string, string>): Promise<{ daemon: DaemonHandle; stop: () => Promise<void> }> {
+    return this.launchDaemon(label, env);
+  }
+
+  private async launchDaemon(label: string, env: Record<string, string>): Promise<{ daemon: DaemonHandle; stop: () => Promise<void> }> {
+    mkdirSync(BENCH_ROOT, { recursive: true });
+    const home = mkdtempSync(path.join(BENCH_ROOT, 'home-'));
+    const t0 = performance.now();
+    let d: DaemonHandle;
+    try {
+      d = await startDaemon({ home, env });
+    } catch (err) {
+      // It never came up, so nothing runs under the home: remove it and its log.
+      rmSync(home, { recursive: true, force: true });
+      rmSync(`${home}.log`, { force: true });
+      removeIfEmpty(BENCH_ROOT);
+      throw err;
+    }
+    const extra = Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ');
+    console.log(`  (${label} up in ${(performance.now() - t0).toFixed(0)} ms, home ${home}, pid ${d.pid}${extra ? `, ${extra}` : ''})`);
+    let stopping = false;
+    d.process.on('exit', (code, signal) => {
+      if (!stopping) console.error(`\n  ${label} (pid ${d.pid}) exited unexpectedly: ${signal ? `signal ${signal}` : `exit code ${code}`}`);
+    });
+    const stop = this.defer(`stop ${label}`, async () => {
+      stopping = true;
+      await stopAndCheckClean(d);
+      removeIfEmpty(BENCH_ROOT);
+    });
+    return { daemon: d, stop };
+  }
+
+  /** A private dir under /var/lib/warren-bench (beside the daemon homes), removed at cleanup. */
+  benchDir(prefix: string): string {
+    mkdirSync(BENCH_ROOT, { recursive: true });
+    const dir = mkdtempSync(path.join(BENCH_ROOT, prefix));
+    this.defer(`remove ${dir}`, () => {
+      rmSync(dir, { recursive: true, force: true });
+      removeIfEmpty(BENCH_ROOT);
+    });
+    return dir;
   }
 
   private stopDaemonNow?: () => Promise<void>;
