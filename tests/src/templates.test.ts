@@ -16,13 +16,16 @@ const TEST_ROOT = '/var/lib/warren-test';
 let d: DaemonHandle | undefined;
 let tpl: string;
 let ctx: string;
+// Baking (a separate feature) would start bake-* containers for templates with a start
+// command; these tests are about building, so it is off.
+const DAEMON_ENV = () => ({ WARREN_TEMPLATES: tpl, WARREN_BAKE: '0' });
 
 before(async () => {
   mkdirSync(TEST_ROOT, { recursive: true });
   tpl = mkdtempSync(path.join(TEST_ROOT, 'tpl-'));
   ctx = mkdtempSync(path.join(TEST_ROOT, 'ctx-'));
   symlinkSync(realpathSync(path.join(TEMPLATES, 'base')), path.join(tpl, 'base'));
-  d = await startDaemon({ env: { WARREN_TEMPLATES: tpl } });
+  d = await startDaemon({ env: DAEMON_ENV() });
 });
 
 after(async () => {
@@ -40,6 +43,29 @@ after(async () => {
 function mountsUnder(dir: string): string[] {
   const out = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' });
   return out.split('\n').filter((m) => m === dir || m.startsWith(dir + '/'));
+}
+
+/**
+ * POST /v1/templates/build with fetch. Sent once more if the pooled keep-alive connection
+ * was closed by the daemon under it (the request never arrived; builds are idempotent).
+ */
+async function postBuild(body: unknown, signal?: AbortSignal): Promise<Response> {
+  const send = () =>
+    fetch(`${d!.url}/v1/templates/build`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal,
+    });
+  try {
+    return await send();
+  } catch {
+    return send();
+  }
+}
+
+function buildContainers(): string[] {
+  return runscContainers(d!.home).filter((c) => c.startsWith('build-'));
 }
 
 function conn() {
@@ -203,16 +229,12 @@ test('a failing step fails the build and leaves nothing behind', async () => {
   assert.equal(layerCount(), layersBefore + 1);
   assert.deepEqual(stagingLeft(), []);
   assert.deepEqual(mountsUnder(tpl), []);
-  assert.deepEqual(runscContainers(d!.home), []);
+  assert.deepEqual(buildContainers(), []);
 });
 
 test('bad input is refused with 400 naming the field', async () => {
   const bad = async (body: unknown, pattern: RegExp) => {
-    const res = await fetch(`${d!.url}/v1/templates/build`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify(body),
-    });
+    const res = await postBuild(body);
     const text = await res.text();
     assert.equal(res.status, 400, text);
     assert.match(text, pattern);
@@ -301,6 +323,27 @@ test('CLI: template build shows progress, ls, rm, and exits non-zero on failure'
   assert.doesNotMatch(warren('template', 'ls').stdout, /^tcli\s/m);
 });
 
+test('closing the build stream cancels the build and cleans up', async () => {
+  const abort = new AbortController();
+  const res = await postBuild({ name: 'tcancel', from: 'base', steps: [{ type: 'run', cmd: 'echo started; sleep 120' }] }, abort.signal);
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes('"line":"started"')) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, `the stream ended early: ${text}`);
+    text += new TextDecoder().decode(value);
+  }
+  abort.abort();
+  await reader.cancel().catch(() => undefined);
+  const deadline = Date.now() + 30_000;
+  while (buildContainers().length || mountsUnder(tpl).length || stagingLeft().length) {
+    assert.ok(Date.now() < deadline, `not cleaned up: ${buildContainers().join(',')} ${mountsUnder(tpl).join(',')} ${stagingLeft().join(',')}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.equal(existsSync(path.join(tpl, 'tcancel')), false);
+});
+
 test('a daemon killed mid-build leaves nothing once it is back', async () => {
   const events: TemplateBuildEvent[] = [];
   const building = Template.buildRecipe(
@@ -315,15 +358,15 @@ test('a daemon killed mid-build leaves nothing once it is back', async () => {
     assert.ok(Date.now() < deadline && settled === undefined, `the step did not start: ${String(settled)} ${JSON.stringify(events)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
-  assert.equal(runscContainers(d!.home).filter((c) => c.startsWith('build-')).length, 1);
+  assert.equal(buildContainers().length, 1);
   assert.equal(mountsUnder(tpl).length, 1);
   assert.equal(stagingLeft().length, 1);
   const home = d!.home;
   await d!.crash();
   await building;
 
-  d = await startDaemon({ home, env: { WARREN_TEMPLATES: tpl } });
-  assert.deepEqual(runscContainers(home), []);
+  d = await startDaemon({ home, env: DAEMON_ENV() });
+  assert.deepEqual(buildContainers(), []);
   assert.deepEqual(mountsUnder(tpl), []);
   assert.deepEqual(stagingLeft(), []);
   assert.equal(existsSync(path.join(tpl, 'tkilled')), false);

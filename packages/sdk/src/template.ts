@@ -108,7 +108,17 @@ export class Template {
   /** Builds a recipe given as JSON (e.g. read from a recipe.json). */
   static async buildRecipe(recipe: Recipe, opts: ConnectionOptions & { contextDir?: string; onEvent?: (e: TemplateBuildEvent) => void } = {}): Promise<TemplateInfo> {
     const http = new HttpClient(opts);
-    const res = await http.request('POST', '/v1/templates/build', { json: { ...recipe, contextDir: path.resolve(opts.contextDir ?? process.cwd()) } });
+    const send = () => http.request('POST', '/v1/templates/build', { json: { ...recipe, contextDir: path.resolve(opts.contextDir ?? process.cwd()) } });
+    let res: Response;
+    try {
+      res = await send();
+    } catch (err) {
+      // A pooled keep-alive connection the daemon just closed fails the request before any
+      // response. Unlike most POSTs, a build is safe to send again: layers are cached and
+      // every commit is atomic, so a duplicate build finds the first one's work.
+      if (!(err instanceof WarrenError) || err.code !== 'network') throw err;
+      res = await send();
+    }
     for await (const e of ndjson<TemplateBuildEvent>(res)) {
       opts.onEvent?.(e);
       if (e.type === 'done') return e.template;
