@@ -197,7 +197,7 @@ async function sendFile(fd: number, size: number, out: OutgoingStream): Promise<
   const free: Buffer[] = [];
   for (let at = 0; at < size && !out.aborted; ) {
     const want = Math.min(READ_CHUNK, size - at);
-    const buf = free.pop() ?? Buffer.allocUnsafe(READ_CHUNK);
+    const buf = free.pop() ?? Buffer.allocUnsafe(Math.min(READ_CHUNK, size));
     const n = readSync(fd, buf, 0, want, at);
     if (n === 0) return;
     await out.write(buf.subarray(0, n), () => free.push(buf));
