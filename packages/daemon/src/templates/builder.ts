@@ -204,7 +204,7 @@ export class TemplateBuilder {
       await mkdir(staging.path('merged'));
       await mkdir(staging.path('version'));
       const counts = await flatten({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
-      note(`assembled rootfs from ${lowers.length} layers: ${counts.files} files linked, ${counts.dirs} dirs, in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      note(`assembled rootfs from ${lowers.length} layers: ${counts.trees} directory trees linked whole, ${counts.files} files and ${counts.dirs} dirs one by one, in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
       const manifest: TemplateManifest = {
         name: plan.name,
         version: plan.version,
