@@ -16,6 +16,7 @@ import { percentile } from './stats.js';
 
 export const MAX_POOL_SIZE = 64;
 const REFILL_INTERVAL_MS = 1_000;
+const REFILL_DELAY_AFTER_CLAIM_MS = 500;
 /** Claim latencies kept per template for the percentiles. */
 const CLAIM_SAMPLES = 1_000;
 
@@ -63,6 +64,8 @@ export class WarmPool {
   private timer?: NodeJS.Timeout;
   private ticking = false;
   private stopped = false;
+  /** No boot starts before this time (just after a claim). */
+  private quietUntil = 0;
 
   constructor(private opts: PoolOptions) {
     for (const [name, size] of Object.entries(this.loadSizes())) this.pool(name).size = size;
@@ -103,14 +106,24 @@ export class WarmPool {
       const m = p.ready.shift()!;
       if (m.version === template.version && m.alive()) {
         p.hits++;
-        void this.tick();
+        this.refillSoon();
         return m;
       }
       void this.host?.discard(m, m.alive() ? 'template version changed' : 'died while pooled');
     }
     p.misses++;
-    void this.tick();
+    this.refillSoon();
     return undefined;
+  }
+
+  /**
+   * The refill waits a moment: starting a boot spawns runsc from the daemon's event loop and
+   * keeps both cores busy, which would slow down the create that just claimed a member and
+   * its first commands, the latency the pool exists to cut.
+   */
+  private refillSoon(): void {
+    this.quietUntil = Date.now() + REFILL_DELAY_AFTER_CLAIM_MS;
+    setTimeout(() => void this.tick(), REFILL_DELAY_AFTER_CLAIM_MS).unref();
   }
 
   /** Records how long a successful claim took until the sandbox was bound and ready. */
@@ -175,7 +188,7 @@ export class WarmPool {
         while (p.ready.length + p.booting > p.size && p.ready.length > 0) void this.host.discard(p.ready.shift()!, 'pool shrunk');
         // One boot at a time: on a 2-core host parallel boots only slow each other and
         // the claimed sandboxes down.
-        if (p.ready.length + p.booting < p.size) {
+        if (p.ready.length + p.booting < p.size && Date.now() >= this.quietUntil) {
           await this.boot(name, p, template);
           return;
         }
