@@ -54,7 +54,7 @@ function storageChecks(home: string): Check[] {
     return checks;
   }
   const base = path.join(home, 'templates/base/current/rootfs/bin/bash');
-  checks.push({ name: 'template base', ok: existsSync(base), detail: existsSync(base) ? 'built' : 'not built', fix: existsSync(base) ? undefined : `bash templates/base/recipe.sh ${home}` });
+  checks.push({ name: 'template base', ok: existsSync(base), detail: existsSync(base) ? 'built' : 'not built', fix: existsSync(base) ? undefined : `WARREN_HOME=${home} ./bin/warren template build --local templates/base/recipe.json (or bash scripts/setup.sh)` });
   return checks;
 }
 
