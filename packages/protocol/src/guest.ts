@@ -79,5 +79,9 @@ export type GuestEvent =
 /** First payload byte of an output Data frame says which stream it belongs to. */
 export const OutputStream = { stdout: 1, stderr: 2 } as const;
 
-/** Bytes a sender may have in flight on one Data stream before it waits for credit. */
-export const STREAM_WINDOW_BYTES = 4 * 1024 * 1024;
+/**
+ * Bytes a sender may have in flight on one Data stream before it waits for credit. 16 MiB
+ * rather than 4: on this 2-core machine it took 100 MiB transfers from about 117/128/103
+ * MiB/s (Buffer write, stream write, read) to 162/161/118, measured back to back.
+ */
+export const STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
