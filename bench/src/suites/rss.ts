@@ -4,6 +4,7 @@
  * a raw runsc container idling in node.
  */
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import type { Context } from '../context.js';
 import { sleep } from '../context.js';
 import { RawRunsc, GUEST_NODE } from '../raw.js';
@@ -13,6 +14,12 @@ const SUITE = 'rss';
 const IDLE_NODE = 'setInterval(() => {}, 1 << 30)';
 /** Let a fresh sandbox finish starting up and its memory settle before sampling. */
 const SETTLE_MS = 3000;
+/** Sandboxes kept idle at once to measure what one more costs the host. */
+const DENSITY_N = 10;
+
+function memAvailable(): number {
+  return Number(/MemAvailable:\s+(\d+)/.exec(readFileSync('/proc/meminfo', 'utf8'))?.[1] ?? NaN) * 1024;
+}
 
 async function samples(count: number, fn: () => number): Promise<number[]> {
   const out: number[] = [];
@@ -51,6 +58,19 @@ export async function runRss(ctx: Context): Promise<void> {
   const detail = pids.map((p) => `${p}:${(processMem(p).pss / MB).toFixed(1)}`).join(' ');
   await kill();
 
+  // Density: PSS charges shared pages (the node and runsc binaries, the Sentry's text) to
+  // whoever maps them, so one sandbox alone on a quiet host carries all of them. What one
+  // more sandbox costs is the drop in MemAvailable with DENSITY_N of them idling.
+  await sleep(1000);
+  const availBefore = memAvailable();
+  const many: Array<Awaited<ReturnType<Context["sandbox"]>>> = [];
+  for (let i = 0; i < DENSITY_N; i++) many.push(await ctx.sandbox());
+  await Promise.all(many.map(({ sbx: s }) => s.exec(['true'])));
+  await sleep(SETTLE_MS);
+  const marginal = await samples(k, () => (availBefore - memAvailable()) / DENSITY_N / MB);
+  const pssEach = await samples(k, () => many.reduce((sum, { sbx: s }) => sum + sumMem(sandboxPids(s.id, 'warren')).pss, 0) / DENSITY_N / MB);
+  for (const m of many) await m.kill();
+
   // Baseline sandbox: raw runsc, read-only root, idling in node.
   const raw = new RawRunsc(ctx);
   const c = await raw.runDetached([GUEST_NODE, '-e', IDLE_NODE]);
@@ -69,7 +89,10 @@ export async function runRss(ctx: Context): Promise<void> {
   r.add({ key: 'sandbox-pss', suite: SUITE, label: `idle sandbox: host PSS (${pids.length} procs)`, unit: 'MB', values: sbxPss, baseline: 'raw-sandbox-pss', note: `PSS per pid: ${detail}` });
   r.add({ key: 'sandbox-rss', suite: SUITE, label: 'idle sandbox: host RSS sum (double-counts shared)', unit: 'MB', values: sbxRss, baseline: 'raw-sandbox-rss' });
   r.add({ key: 'sandbox-cgroup', suite: SUITE, label: 'idle sandbox: memory cgroup usage (incl. cache)', unit: 'MB', values: cg });
+  r.add({ key: 'sandbox-marginal', suite: SUITE, label: `${DENSITY_N} idle sandboxes: MemAvailable drop per sandbox`, unit: 'MB', values: marginal, baseline: 'raw-sandbox-pss', note: 'what one more idle sandbox costs the host' });
+  r.add({ key: 'sandbox-pss-dense', suite: SUITE, label: `${DENSITY_N} idle sandboxes: host PSS per sandbox`, unit: 'MB', values: pssEach, baseline: 'raw-sandbox-pss' });
 
   r.target('daemon idle RSS ≤ 120 MB (no sandboxes)', r.p50('daemon-rss-0') <= 120, `${r.p50('daemon-rss-0').toFixed(1)} MB; with 1 idle sandbox ${r.p50('daemon-rss-1').toFixed(1)} MB`);
   r.target('one idle sandbox ≤ 80 MB host memory (PSS)', r.p50('sandbox-pss') <= 80, `PSS ${r.p50('sandbox-pss').toFixed(1)} MB; RSS sum ${r.p50('sandbox-rss').toFixed(1)} MB (counts shared pages once per process)`);
+  r.target(`one more idle sandbox ≤ 80 MB host memory (with ${DENSITY_N} idle)`, r.p50('sandbox-marginal') <= 80, `MemAvailable drop ${r.p50('sandbox-marginal').toFixed(1)} MB per sandbox; PSS ${r.p50('sandbox-pss-dense').toFixed(1)} MB per sandbox`);
 }
