@@ -58,11 +58,26 @@ WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren te
 [ "$start_daemon" = 1 ] || exit 0
 
 # --- daemon and demo -------------------------------------------------------------------
+# A daemon this script started from an older build is restarted on the new one: sandboxes
+# survive daemon restarts (they are re-attached), so nothing is lost.
+build_id=$({ find packages/*/dist -type f \( -name '*.js' -o -name '*.cjs' -o -name warren-init \) -print0 | sort -z | xargs -0 cat; } | sha256sum | cut -c1-16)
+pid_file="$WARREN_HOME/daemon.pid"
+if ./bin/warren ls >/dev/null 2>&1 && [ -f "$pid_file" ] \
+  && [ "$(cat "$WARREN_HOME/daemon.build" 2>/dev/null)" != "$build_id" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then
+  log "restarting the daemon on the new build (its sandboxes keep running)"
+  kill -TERM "$(cat "$pid_file")"
+  for _ in $(seq 1 60); do
+    ./bin/warren ls >/dev/null 2>&1 || break
+    sleep 0.5
+  done
+fi
 if ./bin/warren ls >/dev/null 2>&1; then
   log "daemon already running"
 else
   log "starting the daemon (log: $WARREN_HOME/daemon.log)"
   setsid nohup ./bin/warren daemon >>"$WARREN_HOME/daemon.log" 2>&1 </dev/null &
+  echo $! >"$pid_file"
+  echo "$build_id" >"$WARREN_HOME/daemon.build"
   for _ in $(seq 1 60); do
     ./bin/warren ls >/dev/null 2>&1 && break
     sleep 0.5
