@@ -116,8 +116,8 @@ static void exec_file(const char *file, char **argv, char **env) {
  * In a child before execve. This process holds CAP_SYS_ADMIN only to set the hostname; no
  * child gets it (root inside stays without it, as in the bundle's capability set).
  */
-static void drop_admin(void) {
-  syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0);
+static long drop_admin(void) {
+  return syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0);
 }
 
 /* In a child before execve: this process ignores SIGPIPE, and ignored signals survive exec. */
@@ -142,7 +142,7 @@ static void child(char **argv, char **env, const char *cwd, unsigned uid, unsign
     child_fail(argv[0], strerror(errno), 127);
   if (syscall(SYS_chdir, cwd) < 0) child_fail(cwd, strerror(errno), 127);
   reset_signals();
-  drop_admin();
+  if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN", 126);
 
   const char *name = argv[0];
   if (strchr(name, '/')) {
@@ -274,7 +274,7 @@ static void start_agent(char **argv, int agent_end) {
   if (pid == 0) {
     if (dup2(agent_end, 3) < 0) _exit(127);
     reset_signals();
-    drop_admin();
+    if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN", 127);
     execve(argv[0], argv, environ);
     child_fail(argv[0], strerror(errno), 127);
   }

@@ -117,6 +117,12 @@ export class Spawner {
           exited: new Promise((resolve) => this.running.set(pid, resolve)),
         };
       } catch (err) {
+        // Nobody could read or wait for it: stop it rather than leave it running untracked.
+        try {
+          process.kill(-pid, 'SIGKILL');
+        } catch (killErr) {
+          process.stderr.write(`warren-agent: cannot kill untracked process ${pid}: ${(killErr as Error).message}\n`);
+        }
         waiter?.reject(new WarrenError('internal', `cannot open the pipes of process ${pid}: ${(err as Error).message}`));
         return;
       } finally {
