@@ -35,15 +35,9 @@ export interface PoolHost {
   discard(member: PoolMember, reason: string): Promise<void>;
 }
 
-interface TemplatePool {
-  size: number;
+/** A pool's live state: the counters it reports, its members and its claim latencies. */
+interface TemplatePool extends Omit<PoolInfo, 'template' | 'ready' | 'claimMs'> {
   ready: PoolMember[];
-  booting: number;
-  hits: number;
-  misses: number;
-  reclaimed: number;
-  bootFailures: number;
-  lastError?: string;
   claimMs: number[];
 }
 
