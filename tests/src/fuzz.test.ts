@@ -530,3 +530,29 @@ test(`fuzz the HTTP API with ${REQUESTS} seeded random requests`, { timeout: 20 
   }
   assert.equal(problems.length, 0, `${problems.length} problem(s) with seed ${SEED}:\n${problems.join('\n')}`);
 });
+
+test("requests node's HTTP parser rejects get a JSON 400 too", async () => {
+  const { connect } = await import('node:net');
+  const port = Number(new URL(d.url).port);
+  const raw = (request: string) =>
+    new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () => socket.write(request));
+      let text = '';
+      socket.on('data', (chunk) => (text += chunk.toString('utf8')));
+      socket.on('end', () => resolve(text));
+      socket.on('error', reject);
+    });
+  for (const request of [
+    'GET /v1/health HTTP/1.1\r\nHost: x\r\nthis is not a header\r\n\r\n',
+    `GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(64 * 1024)}\r\n\r\n`,
+    'NOT-A-METHOD\r\n\r\n',
+  ]) {
+    const answer = await raw(request);
+    assert.match(answer, /^HTTP\/1\.1 400 /, answer.slice(0, 200));
+    const body = JSON.parse(answer.slice(answer.indexOf('\r\n\r\n') + 4)) as { error: { code: string; message: string } };
+    assert.equal(body.error.code, 'invalid_argument');
+    assert.ok(body.error.message.length > 0);
+  }
+  const health = await d.http.request('GET', '/v1/health');
+  assert.equal(health.status, 200, 'the daemon keeps serving');
+});

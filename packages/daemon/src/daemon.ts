@@ -4,6 +4,7 @@ import { WarrenError } from '@warren/protocol';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
 import { serve, type ServerType } from '@hono/node-server';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './api/app.js';
@@ -117,6 +118,14 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses
     // the error response of a refused large upload and breaks the client's next request.
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host, autoCleanupIncoming: false }, () => resolve(s));
+  });
+  // Requests node's parser rejects (bad header lines, oversized headers) never reach the
+  // app; answer them in the API's JSON error shape too, instead of a bare status line.
+  server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    if (!socket.writable) return;
+    const why = err.code === 'HPE_HEADER_OVERFLOW' ? 'request headers are too large' : `malformed HTTP request (${err.code ?? err.message})`;
+    const body = JSON.stringify({ error: { code: 'invalid_argument', message: why } });
+    socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host}:${port}`;

@@ -178,6 +178,12 @@ export class WarmPool {
       for (const [name, p] of this.pools) {
         const template = this.opts.catalog.find(name);
         if (!template) continue;
+        // A member whose sandbox died while waiting (its channel closed) is replaced now,
+        // not found out by the create that would have claimed it.
+        for (const dead of p.ready.filter((m) => !m.alive())) {
+          p.ready.splice(p.ready.indexOf(dead), 1);
+          void this.host.discard(dead, 'died while pooled');
+        }
         // Shrinking: surplus members go, oldest first.
         while (p.ready.length + p.booting > p.size && p.ready.length > 0) void this.host.discard(p.ready.shift()!, 'pool shrunk');
         // One boot at a time: on a 2-core host parallel boots only slow each other and
