@@ -148,7 +148,7 @@ test('a template without a start command is not baked: cold boots are faster her
   assert.match(info.reason ?? '', /no start command/);
 });
 
-test('warm pool: claims are pool hits, the pool refills, other resources miss, size 0 empties it', T, async () => {
+test('warm pool: claims are pool hits with any resources, the pool refills, size 0 empties it', T, async () => {
   const conn = d!.conn;
   await assert.rejects(setPoolSize('web', -1, conn), /size/);
   await assert.rejects(setPoolSize('no-such-template', 1, conn), /unknown template/);
@@ -162,15 +162,23 @@ test('warm pool: claims are pool hits, the pool refills, other resources miss, s
     let p = await getPool('web', conn);
     assert.equal(p.hits, 1);
     assert.ok(p.claimMs && p.claimMs.count === 1, JSON.stringify(p));
-    // Non-default resources cannot be served by a member booted with the defaults.
-    const custom = await d!.create({ template: 'web', resources: { memoryMB: 1024 } });
-    assert.notEqual(custom.info.boot, 'pool');
+    // Other resources are applied as the member is claimed: its host cgroups get them.
+    const custom = await d!.create({ template: 'web', resources: { memoryMB: 1024, cpus: 1, pids: 256 } });
+    assert.equal(custom.info.boot, 'pool');
+    assert.deepEqual(custom.info.resources, { cpus: 1, memoryMB: 1024, pids: 256, diskMB: 10240 });
+    const cg = (controller: string, file: string) => readFileSync(`/sys/fs/cgroup/${controller}/warren/${custom.id}/${file}`, 'utf8').trim();
+    assert.equal(cg('memory', 'memory.limit_in_bytes'), String(1024 * 1024 * 1024));
+    assert.equal(cg('cpu', 'cpu.cfs_quota_us'), '100000');
+    assert.equal(cg('pids', 'pids.max'), String(256 * 4 + 512));
+    // And the pids limit inside (RLIMIT_NPROC, set per command by the agent).
+    assert.equal((await custom.exec('ulimit -u', { check: true })).stdout.trim(), '256');
     await custom.kill();
     await eventually(async () => (await getPool('web', conn)).ready === 2, 120_000, 'pool refilled to 2');
     p = await getPool('web', conn);
-    assert.equal(p.misses, 0, 'a resources mismatch is not a pool miss');
+    assert.equal(p.hits, 2);
+    assert.equal(p.misses, 0);
     const metrics = await (await d!.http.request('GET', '/metrics')).text();
-    assert.match(metrics, /warren_pool_hits_total\{template="web"\} 1/);
+    assert.match(metrics, /warren_pool_hits_total\{template="web"\} 2/);
     assert.match(metrics, /warren_pool_ready\{template="web"\} 2/);
     assert.match(metrics, /warren_pool_claim_seconds\{template="web",quantile="0.5"\}/);
     const before = runscContainers(d!.home).length;

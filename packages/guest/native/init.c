@@ -134,6 +134,8 @@ static void child(char **argv, char **env, const char *cwd, unsigned uid, unsign
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
   /* Its own session, so a timeout or signal reaches the whole tree with kill(-pid). */
   if (syscall(SYS_setsid) < 0) child_fail(argv[0], "setsid failed", 127);
+  /* While still root: dropping from the bounding set needs CAP_SETPCAP. */
+  if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN", 126);
   if (nproc) {
     struct rlimit lim = {nproc, nproc};
     if (syscall(SYS_setrlimit, RLIMIT_NPROC, &lim) < 0) child_fail(argv[0], strerror(errno), 127);
@@ -142,7 +144,6 @@ static void child(char **argv, char **env, const char *cwd, unsigned uid, unsign
     child_fail(argv[0], strerror(errno), 127);
   if (syscall(SYS_chdir, cwd) < 0) child_fail(cwd, strerror(errno), 127);
   reset_signals();
-  if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN", 126);
 
   const char *name = argv[0];
   if (strchr(name, '/')) {

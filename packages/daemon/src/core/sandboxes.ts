@@ -74,8 +74,7 @@ export class SandboxService {
     const started = Date.now();
     const template = this.opts.templates.resolve(req.template);
     const resources: ResolvedResources = { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) };
-    // Pool members are booted with the default resources; a request for others is a miss.
-    const member = sameResources(resources, DEFAULT_RESOURCES) ? this.opts.pool?.claim(template) : undefined;
+    const member = this.opts.pool?.claim(template);
     const record: SandboxRecord = {
       id: member?.id ?? newId('sb'),
       template: template.name,
@@ -98,6 +97,8 @@ export class SandboxService {
       if (member) {
         this.live.set(record.id, this.pooled.get(record.id)!);
         this.pooled.delete(record.id);
+        // Members boot with the default limits; the request's are applied as it claims one.
+        if (!sameResources(resources, DEFAULT_RESOURCES)) await this.opts.driver.resize(record.id, resources);
       } else {
         const booted = await this.boot(record.id, template, resources);
         this.live.set(record.id, booted.live);

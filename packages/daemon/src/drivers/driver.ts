@@ -39,6 +39,8 @@ export interface SandboxDriver {
   restore(spec: StartSpec, imageDir: string): Promise<GuestStreams>;
   /** Saves the sandbox's memory, processes and files to imageDir; the sandbox stops. */
   checkpoint(id: string, imageDir: string): Promise<void>;
+  /** New cpu, memory and pids limits for a running sandbox (a warm-pool claim). */
+  resize(id: string, resources: ResolvedResources): Promise<void>;
   /** A fresh channel to an already running sandbox's agent (after a daemon restart). */
   attach(id: string): Promise<GuestStreams>;
   /** Stops and removes everything the sandbox holds on the host. Idempotent. */

@@ -2,7 +2,7 @@
  * cgroup v1 helpers. runsc puts each sandbox under /<parent>/<id> in every controller
  * hierarchy; when a Sentry hangs (out of memory) these are how we kill and clean it.
  */
-import { readFile, rmdir } from 'node:fs/promises';
+import { readFile, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
@@ -41,4 +41,9 @@ export async function removeCgroup(parent: string, id: string): Promise<void> {
       // not present in this hierarchy, or already removed by runsc
     }
   }
+}
+
+/** Writes one control file of a sandbox's cgroup; errors say which file and why. */
+export async function writeCgroupFile(controller: string, parent: string, id: string, file: string, value: string): Promise<void> {
+  await writeFile(path.join(dir(controller, parent, id), file), value);
 }

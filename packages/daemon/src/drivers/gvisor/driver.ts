@@ -9,11 +9,11 @@ import { mkdir, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises'
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { WarrenError } from '@warren/protocol';
+import { WarrenError, type ResolvedResources } from '@warren/protocol';
 import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec } from '../driver.js';
 import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
 import { Runsc, lastLines } from './runsc.js';
-import { killCgroup, readCgroupFile, removeCgroup } from './cgroups.js';
+import { killCgroup, readCgroupFile, removeCgroup, writeCgroupFile } from './cgroups.js';
 
 export interface GvisorOptions {
   runscBinary: string;
@@ -27,6 +27,11 @@ export interface GvisorOptions {
 }
 
 const CGROUP_PARENT = 'warren';
+
+/** The host task cap behind the in-sandbox pids limit (see BundleInputs.hostPidsLimit). */
+function hostPidsLimit(pids: number): number {
+  return pids * 4 + 512;
+}
 const CHECKPOINT_TIMEOUT_MS = 120_000;
 
 export class GvisorDriver implements SandboxDriver {
@@ -76,7 +81,7 @@ export class GvisorDriver implements SandboxDriver {
       hostNodeBinary: this.opts.hostNodeBinary,
       hostGuestLibDir: this.opts.hostGuestLibDir,
       cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
-      hostPidsLimit: spec.resources.pids * 4 + 512,
+      hostPidsLimit: hostPidsLimit(spec.resources.pids),
     });
     await writeFile(path.join(dir, 'config.json'), JSON.stringify(oci, null, 1));
     const child = this.runsc.spawn(command(dir), ['--network', 'none', '--overlay2', `root:dir=${filestore}`], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -115,6 +120,24 @@ export class GvisorDriver implements SandboxDriver {
         child.stderr?.destroy();
       },
     };
+  }
+
+  /**
+   * New limits for a running sandbox, through its host cgroups (what enforces them). The
+   * memory size the Sentry reports inside (MemTotal) stays the one it booted with.
+   */
+  async resize(id: string, resources: ResolvedResources): Promise<void> {
+    const memory = resources.memoryMB * 1024 * 1024;
+    const current = Number((await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.limit_in_bytes')) ?? NaN);
+    // memory.memsw stays unlimited (runsc sets no swap limit), so this one file is the limit.
+    try {
+      if (current !== memory) await writeCgroupFile('memory', CGROUP_PARENT, id, 'memory.limit_in_bytes', String(memory));
+      await writeCgroupFile('cpu', CGROUP_PARENT, id, 'cpu.cfs_period_us', '100000');
+      await writeCgroupFile('cpu', CGROUP_PARENT, id, 'cpu.cfs_quota_us', String(Math.round(resources.cpus * 100_000)));
+      await writeCgroupFile('pids', CGROUP_PARENT, id, 'pids.max', String(hostPidsLimit(resources.pids)));
+    } catch (err) {
+      throw new WarrenError('internal', `cannot set the limits of sandbox ${id}: ${(err as Error).message}`);
+    }
   }
 
   async attach(id: string): Promise<GuestStreams> {
