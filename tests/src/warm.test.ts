@@ -142,10 +142,16 @@ test('a ready check that never passes fails the bake with its output; creates st
   assert.equal((await getBake('never-ready', d!.conn)).state, 'failed');
 });
 
-test('a template without a start command is not baked: cold boots are faster here', T, async () => {
+test('a template without a start command is not baked, not even on request', T, async () => {
   const info = await getBake('base', d!.conn);
   assert.equal(info.state, 'none');
   assert.match(info.reason ?? '', /no start command/);
+  const asked = await bake('base', d!.conn);
+  assert.equal(asked.state, 'none');
+  assert.match(asked.reason ?? '', /no start command/);
+  const sbx = await d!.create({ template: 'base' });
+  assert.equal(sbx.info.boot, 'cold');
+  await sbx.kill();
 });
 
 test('warm pool: claims are pool hits with any resources, the pool refills, size 0 empties it', T, async () => {
