@@ -103,9 +103,9 @@ const METHODS = {
     },
   },
   'node spawn /bin/true (agent options: pipes, cwd, env, uid/gid, setsid)': { run: () => agentSpawn(['/bin/true']) },
-  'node spawn sh-wrapper -> /bin/true (agent today, argv)': { run: () => agentSpawn([...WRAPPER, '/bin/true']) },
+  'node spawn sh-wrapper -> /bin/true (the agent before warren-init, argv)': { run: () => agentSpawn([...WRAPPER, '/bin/true']) },
   'node spawn /bin/bash -c true (agent options)': { run: () => agentSpawn(['/bin/bash', '-c', 'true']) },
-  'node spawn sh-wrapper -> bash -c true (agent today, cmd)': { run: () => agentSpawn([...WRAPPER, '/bin/bash', '-c', 'true']) },
+  'node spawn sh-wrapper -> bash -c true (the agent before warren-init, cmd)': { run: () => agentSpawn([...WRAPPER, '/bin/bash', '-c', 'true']) },
   // A proposal: the limit set by the bash that runs the command string, no dash hop.
   'node spawn /bin/bash -c "ulimit -u N; true" (agent options)': { run: () => agentSpawn(['/bin/bash', '-c', `ulimit -u ${LIMIT}; true`]) },
   'node spawn /bin/sh -c true (agent options)': { run: () => agentSpawn(['/bin/sh', '-c', 'true']) },
