@@ -97,6 +97,7 @@ test('baked: every create restores the started server, with the same in-memory s
     // The start process is a tracked process of the agent, tagged 'start'.
     const procs = await a.processes.list();
     assert.ok(procs.some((p) => p.tag === 'start' && p.running), JSON.stringify(procs));
+    assert.ok(!procs.some((p) => p.tag === 'ready-check'), `the bake's ready checks are not listed: ${JSON.stringify(procs)}`);
   } finally {
     await Promise.all([a.kill(), b.kill()]);
   }

@@ -52,6 +52,9 @@ function serve(): void {
       case 'proc.signal':
         processes.signal(req.params as Params<'proc.signal'>);
         return {};
+      case 'proc.forget':
+        processes.forget(req.params as Params<'proc.forget'>);
+        return {};
       case 'file.read': {
         const r = files.read(req.params as Params<'file.read'>, channel, req.id);
         r.start(); // data is produced by I/O callbacks, always after this response is sent

@@ -3,7 +3,7 @@
  * caller subscribed to it. Output goes to files under OUTPUT_DIR so that nothing is lost
  * when no one is listening and memory stays flat; exit status stays until the sandbox dies.
  */
-import { closeSync, mkdirSync, openSync, readSync, statSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readSync, rmSync, statSync, writeSync, type Stats } from 'node:fs';
 import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import { MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD, OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
@@ -203,6 +203,13 @@ export class ProcessTable {
     if (!(params.signal in osConstants.signals)) throw new WarrenError('invalid_argument', `unknown signal ${params.signal}`);
     if (!t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} has already exited`);
     killGroup(t.info.pid, params.signal as NodeJS.Signals);
+  }
+
+  forget(params: GuestOps['proc.forget']['params']): void {
+    const t = this.get(params.pid);
+    if (t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} is still running`);
+    this.procs.delete(params.pid);
+    for (const file of [t.out, t.err]) rmSync(file.path, { force: true });
   }
 
   private get(pid: number): Tracked {

@@ -43,6 +43,8 @@ export interface GuestOps {
   'proc.subscribe': { params: { pid: number; stdoutOffset?: number; stderrOffset?: number }; result: { pid: number } };
   'proc.stdin': { params: { pid: number; data: string; close?: boolean }; result: Record<string, never> };
   'proc.signal': { params: { pid: number; signal: string }; result: Record<string, never> };
+  /** Drops a finished process from the table, with its kept output. */
+  'proc.forget': { params: { pid: number }; result: Record<string, never> };
   /** Sends the file as Data frames on stream id = request id after the result, then End. */
   'file.read': { params: { path: string; user?: string }; result: { size: number } };
   /** Receives Data frames on stream id = request id, End finishes; the result comes after End. */

@@ -315,7 +315,11 @@ async function runCheck(client: GuestClient, cmd: string, deadline: number): Pro
   const { pid } = await client.request('exec', { cmd, user: 'root', timeoutMs: remaining, tag: 'ready-check' }, AGENT_TIMEOUT_MS);
   for (;;) {
     const out = await client.request('proc.output', { pid }, AGENT_TIMEOUT_MS);
-    if (!out.running) return { exitCode: out.exitCode, stdout: out.stdout, stderr: out.stderr };
+    if (!out.running) {
+      // Not to be listed in every sandbox restored from the image.
+      await client.request('proc.forget', { pid }, AGENT_TIMEOUT_MS);
+      return { exitCode: out.exitCode, stdout: out.stdout, stderr: out.stderr };
+    }
     await new Promise((r) => setTimeout(r, CHECK_POLL_MS));
   }
 }

@@ -297,6 +297,24 @@ export class SandboxService {
 
   private async checkAll(): Promise<void> {
     await Promise.all([...this.live.entries()].map(([id, live]) => this.check(id, live)));
+    await Promise.all([...this.pooled.values()].map((live) => this.checkPooled(live)));
+  }
+
+  /**
+   * A pooled member that stops answering gets its channel closed, which marks it dead for
+   * the pool: it is replaced instead of handed to a create that would wait on it.
+   */
+  private async checkPooled(live: Live): Promise<void> {
+    if (live.checking || live.client.closed) return;
+    live.checking = true;
+    try {
+      await live.client.request('ping', {}, HEARTBEAT_TIMEOUT_MS);
+      live.missed = 0;
+    } catch {
+      if (++live.missed >= HEARTBEAT_MISSES_ALLOWED) live.client.close('stopped answering while pooled');
+    } finally {
+      live.checking = false;
+    }
   }
 
   private async check(id: string, live: Live): Promise<void> {
