@@ -36,15 +36,26 @@ export interface TemplateRuntime {
   ready?: { cmd?: string; port?: number; timeoutSeconds?: number };
 }
 
-/** Reads the runtime part of the manifest of the template version whose rootfs this is. */
+/** Manifests by rootfs: a version never changes (it is its recipe's hash), so read once. */
+const runtimes = new Map<string, TemplateRuntime>();
+
+/**
+ * The runtime part of the manifest of the template version whose rootfs this is. A create
+ * asks up to three times (bake policy, cold start, late binding), so it comes from memory.
+ */
 export function templateRuntime(rootfs: string): TemplateRuntime {
+  const cached = runtimes.get(rootfs);
+  if (cached) return cached;
   const file = path.join(path.dirname(rootfs), 'manifest.json');
+  let m: Partial<TemplateRuntime>;
   try {
-    const m = JSON.parse(readFileSync(file, 'utf8')) as Partial<TemplateRuntime>;
-    return { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready };
+    m = JSON.parse(readFileSync(file, 'utf8')) as Partial<TemplateRuntime>;
   } catch (err) {
     throw new WarrenError('internal', `cannot read the template manifest ${file}: ${(err as Error).message}`);
   }
+  const runtime: TemplateRuntime = { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready };
+  runtimes.set(rootfs, runtime);
+  return runtime;
 }
 
 interface BakeRecord extends BakeInfo {
