@@ -299,7 +299,8 @@ test('CLI: template build shows progress, ls, rm, and exits non-zero on failure'
   assert.match(first.stdout, /^ {4}done in \d+\.\ds$/m);
   assert.match(first.stdout, /^built tcli version [0-9a-f]{12} in \d+\.\ds$/m);
 
-  const second = warren('template', 'build', path.join(dir, 'recipe.json'), '--name', 'tcli');
+  // A directory stands for its recipe.json.
+  const second = warren('template', 'build', dir, '--name', 'tcli');
   assert.equal(second.code, 0, second.stderr);
   assert.match(second.stdout, /^\[3\/3\] run echo building; cat \/opt\/hello\.txt \(cached\)$/m);
 

@@ -5,18 +5,13 @@ import { copy } from './cp.js';
 import { doctor } from './doctor.js';
 import { registerTemplateCommands } from './template.js';
 import { registerWarmCommands } from './warm.js';
-import { collect, keyValues, printJson, sandboxRows } from './output.js';
+import { registerUsageCommands } from './usage.js';
+import { collect, keyValues, positiveInt, printJson, sandboxRows } from './output.js';
+import { registerMachineCommands } from './machine.js';
 
 const program = new Command();
 program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
 
-function positiveInt(name: string) {
-  return (v: string) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got '${v}'`);
-    return n;
-  };
-}
 
 program
   .command('daemon')
@@ -50,12 +45,16 @@ program
   .option('--env <k=v>', 'environment for every command, repeatable', collect, [])
   .addOption(new Option('--cpus <n>', 'CPU limit').argParser(Number))
   .addOption(new Option('--memory <MB>', 'memory limit in MB').argParser(positiveInt('--memory')))
+  .addOption(new Option('--idle <seconds>', 'hibernate after this many seconds without activity').argParser(positiveInt('--idle')))
+  .option('--snapshot <id>', 'start from this snapshot instead of a template')
   .option('--json', 'print the sandbox as JSON')
-  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; json?: boolean }) => {
+  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; idle?: number; snapshot?: string; json?: boolean }) => {
     const resources = { ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.memory ? { memoryMB: opts.memory } : {}) };
     const sbx = await Sandbox.create({
       template: opts.template,
       ttlSeconds: opts.ttl,
+      idleSeconds: opts.idle,
+      snapshot: opts.snapshot,
       metadata: keyValues(opts.metadata, '--metadata'),
       env: keyValues(opts.env, '--env'),
       ...(Object.keys(resources).length ? { resources } : {}),
@@ -68,7 +67,7 @@ program
   .command('ls')
   .description('list sandboxes')
   .option('--metadata <k=v>', 'only sandboxes with this metadata, repeatable', collect, [])
-  .option('--state <state>', 'only sandboxes in this state (creating, running, dead)')
+  .option('--state <state>', 'only sandboxes in this state (creating, running, hibernating, hibernated, dead)')
   .option('--json', 'print JSON')
   .action(async (opts: { metadata: string[]; state?: 'running'; json?: boolean }) => {
     const list = await Sandbox.list({ metadata: keyValues(opts.metadata, '--metadata'), state: opts.state });
@@ -90,9 +89,11 @@ program
         ['id', i.id],
         ['state', i.state + (i.error ? ` (${i.error})` : '')],
         ['template', `${i.template} (version ${i.templateVersion})`],
-        ['boot', { cold: 'cold boot', baked: 'restored from the baked image', pool: 'claimed from the warm pool' }[i.boot] ?? i.boot],
+        ['boot', { cold: 'cold boot', baked: 'restored from the baked image', pool: 'claimed from the warm pool', fork: `forked from ${i.source}`, snapshot: `restored from snapshot ${i.source}` }[i.boot] ?? i.boot],
         ['created', i.createdAt],
         ['expires', i.expiresAt],
+        ['idle', i.idleSeconds ? `hibernates after ${i.idleSeconds}s without activity` : 'never hibernates by itself'],
+        ['disk', i.diskBytes === undefined ? '-' : `${(i.diskBytes / 1e6).toFixed(1)} MB${i.state === 'hibernated' ? ' (its saved image)' : ''}`],
         ['resources', `${i.resources.cpus} cpus, ${i.resources.memoryMB} MB memory, ${i.resources.pids} pids, ${i.resources.diskMB} MB disk`],
         ['metadata', Object.entries(i.metadata).map(([k, v]) => `${k}=${v}`).join(', ') || '-'],
       ];
@@ -163,7 +164,9 @@ program
   });
 
 registerTemplateCommands(program);
+registerMachineCommands(program);
 registerWarmCommands(program);
+registerUsageCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   const message = err instanceof WarrenError ? `${err.message}` : (err as Error).message;

@@ -27,6 +27,15 @@ export function sandboxRows(list: SandboxInfo[]): string {
   return table(rows);
 }
 
+/** An option parser for integers of at least 1; `name` is the option, for the message. */
+export function positiveInt(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer, got '${v}'`);
+    return n;
+  };
+}
+
 /** Parses repeated k=v options. */
 export function keyValues(pairs: string[], what: string): Record<string, string> {
   const out: Record<string, string> = {};

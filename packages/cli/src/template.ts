@@ -1,5 +1,5 @@
 /** `warren template build|ls|rm`: recipes from JSON files, live build progress. */
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Template, TemplateBuildError, type Recipe, type TemplateBuildEvent, type TemplateInfo } from '@warren/sdk';
@@ -31,13 +31,19 @@ function seconds(ms: number): string {
   return `${(ms / 1000).toFixed(1)}s`;
 }
 
-function readRecipe(file: string, name?: string): { recipe: Recipe; contextDir: string } {
+/** The file itself, or a directory's recipe.json (as `docker build DIR` finds its Dockerfile). */
+function recipePath(file: string): string {
   const abs = path.resolve(file);
+  return statSync(abs, { throwIfNoEntry: false })?.isDirectory() ? path.join(abs, 'recipe.json') : abs;
+}
+
+function readRecipe(file: string, name?: string): { recipe: Recipe; contextDir: string } {
+  const abs = recipePath(file);
   let recipe: Recipe;
   try {
     recipe = JSON.parse(readFileSync(abs, 'utf8')) as Recipe;
   } catch (err) {
-    throw new Error(`cannot read recipe ${file}: ${(err as Error).message}`);
+    throw new Error(`cannot read recipe ${abs}: ${(err as Error).message}`);
   }
   if (name) recipe = { ...recipe, name };
   return { recipe, contextDir: path.dirname(abs) };
@@ -49,7 +55,7 @@ export function registerTemplateCommands(program: Command): void {
   template
     .command('build')
     .description('build a template from a recipe JSON file (its directory is the build context)')
-    .argument('<recipe>', 'path to recipe.json')
+    .argument('<recipe>', 'path to a recipe JSON file, or to a directory holding recipe.json')
     .option('--name <name>', 'template name (default: the recipe\'s name)')
     .option('--local', 'build in this process, without a daemon (as root; uses $WARREN_HOME)')
     .action(async (file: string, opts: { name?: string; local?: boolean }) => {

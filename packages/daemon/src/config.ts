@@ -1,5 +1,6 @@
 /** Daemon configuration from flags and environment, with the on-disk layout under home. */
 import path from 'node:path';
+import { DEFAULT_MAX_FORK_COUNT, WarrenError } from '@warren/protocol';
 
 export const DEFAULT_HOME = '/var/lib/warren';
 export const DEFAULT_PORT = 7070;
@@ -17,7 +18,16 @@ export interface DaemonConfig {
   poolMinFreeMB: number;
   /** Bake templates and restore creates from the image (WARREN_BAKE=0 turns it off). */
   bake: boolean;
+  /** Most children one fork may ask for (WARREN_MAX_FORK). */
+  maxForkCount: number;
+  /** USD per vCPU-hour a running sandbox has allocated (usage reports, core/usage.ts). */
+  priceVcpuHour: number;
+  /** USD per GiB-hour of memory a running sandbox has allocated. */
+  priceGibHour: number;
 }
+
+export const DEFAULT_PRICE_VCPU_HOUR = 0.054;
+export const DEFAULT_PRICE_GIB_HOUR = 0.0162;
 
 export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
   const env = process.env;
@@ -28,9 +38,28 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     runscBinary: overrides.runscBinary ?? env.WARREN_RUNSC ?? 'runsc',
     reapIntervalMs: overrides.reapIntervalMs ?? 1000,
     bake: overrides.bake ?? env.WARREN_BAKE !== '0',
+    maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
+    priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),
+    priceGibHour: overrides.priceGibHour ?? price(env, 'WARREN_PRICE_GIB_HOUR', DEFAULT_PRICE_GIB_HOUR),
     templatesDir: path.resolve(overrides.templatesDir ?? env.WARREN_TEMPLATES ?? path.join(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME, 'templates')),
   };
+}
+
+/** A price from the environment; a typo must stop the daemon, not bill at NaN or at the default. */
+function price(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const text = env[name];
+  if (text === undefined || text.trim() === '') return fallback;
+  const value = Number(text);
+  if (!Number.isFinite(value) || value < 0) throw new WarrenError('invalid_argument', `${name} must be a non-negative number (USD per hour), got '${text}'`);
+  return value;
+}
+
+function positiveInteger(name: string, text: string | undefined, fallback: number): number {
+  if (text === undefined || text === '') return fallback;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < 1) throw new WarrenError('invalid_argument', `${name} must be a positive integer (got '${text}')`);
+  return n;
 }
 
 export function layout(home: string) {
@@ -43,5 +72,7 @@ export function layout(home: string) {
     guest: path.join(home, 'guest'),
     pools: path.join(home, 'pools.json'),
     bakes: path.join(home, 'bakes'),
+    /** Saved machines: hibernated sandboxes, snapshots, and the short-lived images of forks. */
+    images: path.join(home, 'images'),
   };
 }

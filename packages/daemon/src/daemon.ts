@@ -15,9 +15,12 @@ import { FileService } from './core/files.js';
 import { Reaper } from './core/reaper.js';
 import { WarmPool } from './core/pool.js';
 import { Baker } from './core/bake.js';
+import { ImageStore } from './core/images.js';
+import { SnapshotService } from './core/snapshots.js';
 import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
+import { UsageMeter } from './core/usage.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
 import { AGENT_FILE, INIT_FILE } from './drivers/gvisor/bundle.js';
 import { TemplateCatalog } from './templates/catalog.js';
@@ -94,7 +97,16 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     enabled: config.bake,
     log,
   });
-  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker });
+  const meter = new UsageMeter(registry.database, {
+    priceVcpuHour: config.priceVcpuHour,
+    priceGibHour: config.priceGibHour,
+    templateOf: (id) => registry.get(id)?.template,
+    log,
+  });
+  const images = new ImageStore(paths.images);
+  await images.clearStale();
+  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount });
+  const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
 
@@ -102,17 +114,21 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   await builder.recover();
   const templateService = new TemplateService(templates, builder, log);
   templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));
+  templateService.addUsageCheck((name) => registry.snapshotsUsingTemplate(name).map((id) => `snapshot ${id}`));
   templateService.onRemove((name) => pool.drop(name));
   templateService.onRemove((name) => baker.forget(name));
   // A new version with a start command is baked right away, so even its first create restores.
   templateService.onBuilt((t) => baker.prepare(t));
-  await recover({ registry, driver, sandboxes, sandboxesDir: paths.sandboxes, log });
+  await recover({ registry, driver, sandboxes, images, sandboxesDir: paths.sandboxes, log });
+  await snapshots.reconcile();
+  // Sandboxes that died while the daemon was down stop being billed now.
+  meter.reconcile(new Set(sandboxes.liveIds()));
   sandboxes.startHeartbeat();
   pool.start({ boot: (t) => sandboxes.bootForPool(t), discard: (m, why) => sandboxes.discardPooled(m, why) });
   const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
   reaper.start();
 
-  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, log, version: VERSION });
+  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, meter, snapshots, log, version: VERSION });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses

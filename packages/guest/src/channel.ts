@@ -1,6 +1,13 @@
 /**
  * One framed connection to the daemon. The agent serves any number of these at once: the
  * init process's stdio, and attach relays started after a daemon restart.
+ *
+ * A checkpoint (snapshot, fork, hibernate) must find the channel between frames in both
+ * directions, or a restored agent and its new daemon would read each other's half frames.
+ * So the daemon first sends 'quiesce' and then holds its own writes; the agent answers and
+ * from then on keeps what it would write. The running sandbox then carries on at
+ * 'unquiesce'; a restored copy starts a new conversation with 'hello', which drops
+ * everything of the old one (kept frames, streams, subscriptions, answers still to come).
  */
 import type { Readable, Writable } from 'node:stream';
 import {
@@ -31,6 +38,11 @@ export class Channel {
   private incoming = new Map<number, IncomingStream>();
   private outgoing = new Map<number, OutgoingStream>();
   private closeHandlers: Array<() => void> = [];
+  private conversationEndHandlers: Array<() => void> = [];
+  /** Frames kept while quiesced, with the callbacks waiting for them to be written. */
+  private kept: Array<{ bytes: Buffer; onFlushed?: () => void }> | null = null;
+  /** Bumped by every 'hello': answers to calls of an earlier conversation are dropped. */
+  private conversation = 0;
   closed = false;
 
   constructor(
@@ -50,15 +62,47 @@ export class Channel {
     else this.closeHandlers.push(fn);
   }
 
+  /** Runs when the current conversation ends: at close, or when a 'hello' starts a new one. */
+  onConversationEnd(fn: () => void): void {
+    if (this.closed) fn();
+    else this.conversationEndHandlers.push(fn);
+  }
+
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.endConversation();
+    for (const fn of this.closeHandlers) fn();
+    this.closeHandlers = [];
+  }
+
+  private endConversation(): void {
     for (const s of this.incoming.values()) s.onAbort();
     this.incoming.clear();
     for (const s of this.outgoing.values()) s.abort();
     this.outgoing.clear();
-    for (const fn of this.closeHandlers) fn();
-    this.closeHandlers = [];
+    const kept = this.kept ?? [];
+    this.kept = null;
+    for (const k of kept) k.onFlushed?.(); // never written, but their buffers are free again
+    const handlers = this.conversationEndHandlers;
+    this.conversationEndHandlers = [];
+    for (const fn of handlers) fn();
+    this.conversation++;
+  }
+
+  /** Writes a frame, or keeps it while the channel is quiesced. */
+  private write(bytes: Buffer, onFlushed?: () => void): void {
+    if (this.kept) this.kept.push({ bytes, onFlushed });
+    else if (onFlushed) this.output.write(bytes, () => onFlushed());
+    else this.output.write(bytes);
+  }
+
+  private unquiesce(): void {
+    const kept = this.kept ?? [];
+    this.kept = null;
+    this.output.cork();
+    for (const k of kept) this.write(k.bytes, k.onFlushed);
+    this.output.uncork();
   }
 
   sendMessage(msg: GuestResponse | GuestEvent): void {
@@ -71,7 +115,7 @@ export class Channel {
       const error = { code: 'too_large' as const, message: `the sandbox agent's answer is too large (${payload.length} bytes)` };
       payload = Buffer.from(JSON.stringify({ id: msg.id, ok: false, error } satisfies GuestResponse), 'utf8');
     }
-    this.output.write(encodeFrame(FrameKind.Message, 0, payload));
+    this.write(encodeFrame(FrameKind.Message, 0, payload));
   }
 
   /** `onFlushed` runs once the bytes are out of the process, when `data` may be reused. */
@@ -82,16 +126,15 @@ export class Channel {
     this.output.cork();
     for (let at = 0; at < data.length; at += MAX_FRAME_PAYLOAD) {
       const part = data.subarray(at, at + MAX_FRAME_PAYLOAD);
-      this.output.write(frameHeader(FrameKind.Data, stream, part.length));
-      if (onFlushed && at + MAX_FRAME_PAYLOAD >= data.length) this.output.write(part, () => onFlushed());
-      else this.output.write(part);
+      this.write(frameHeader(FrameKind.Data, stream, part.length));
+      this.write(part, onFlushed && at + MAX_FRAME_PAYLOAD >= data.length ? onFlushed : undefined);
     }
     this.output.uncork();
   }
 
   sendEnd(stream: number): void {
     if (this.closed) return;
-    this.output.write(encodeFrame(FrameKind.End, stream));
+    this.write(encodeFrame(FrameKind.End, stream));
   }
 
   acceptStream(stream: number, handler: IncomingStream): void {
@@ -154,9 +197,24 @@ export class Channel {
       this.incoming.delete(p.stream);
       return;
     }
+    if (req.op === 'quiesce') {
+      // The answer is the last frame out; everything after it is kept.
+      this.sendMessage({ id: req.id, ok: true, result: {} });
+      this.kept ??= [];
+      return;
+    }
+    if (req.op === 'unquiesce') {
+      this.unquiesce();
+      return;
+    }
+    if (req.op === 'hello') this.endConversation();
+    const conversation = this.conversation;
+    const answer = (msg: GuestResponse) => {
+      if (conversation === this.conversation) this.sendMessage(msg);
+    };
     this.handler(req, this).then(
-      (result) => this.sendMessage({ id: req.id, ok: true, result: result ?? {} }),
-      (err: unknown) => this.sendMessage({ id: req.id, ok: false, error: toWireError(err) }),
+      (result) => answer({ id: req.id, ok: true, result: result ?? {} }),
+      (err: unknown) => answer({ id: req.id, ok: false, error: toWireError(err) }),
     );
   }
 }

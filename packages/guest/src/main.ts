@@ -28,7 +28,7 @@ function serve(): void {
       case 'hello':
         return { version: GUEST_PROTOCOL_VERSION, agentPid: process.pid, hostname: os.hostname() };
       case 'ping':
-        return { now: Date.now() };
+        return { now: Date.now(), busy: processes.busyCount() };
       case 'configure': {
         const p = req.params as Params<'configure'>;
         processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });

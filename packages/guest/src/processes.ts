@@ -39,6 +39,8 @@ interface Tracked {
   out: OutputFile;
   err: OutputFile;
   subscribers: Set<Subscriber>;
+  /** A long-running service (the template's start command): not work in progress. */
+  service: boolean;
 }
 
 export class ProcessTable {
@@ -94,6 +96,7 @@ export class ProcessTable {
       out: this.openOutput(pid, 'out'),
       err: this.openOutput(pid, 'err'),
       subscribers: new Set(),
+      service: params.service === true,
     };
     this.procs.set(pid, tracked);
     if (params.subscribe) this.addSubscriber(tracked, channel, stream);
@@ -212,6 +215,13 @@ export class ProcessTable {
     for (const file of [t.out, t.err]) rmSync(file.path, { force: true });
   }
 
+  /** Running processes that are work in progress: they keep the sandbox from hibernating. */
+  busyCount(): number {
+    let n = 0;
+    for (const t of this.procs.values()) if (t.info.running && !t.service) n++;
+    return n;
+  }
+
   private get(pid: number): Tracked {
     const t = this.procs.get(pid);
     if (!t) throw new WarrenError('not_found', `no process with pid ${pid} in this sandbox`);
@@ -221,7 +231,8 @@ export class ProcessTable {
   private addSubscriber(t: Tracked, channel: Channel, stream: number): void {
     const sub = { channel, stream };
     t.subscribers.add(sub);
-    channel.onClose(() => t.subscribers.delete(sub));
+    // A subscription belongs to one conversation: a restored sandbox's new daemon never asked for it.
+    channel.onConversationEnd(() => t.subscribers.delete(sub));
   }
 
   private openOutput(pid: number, name: string): OutputFile {

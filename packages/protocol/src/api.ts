@@ -6,7 +6,11 @@ import { z } from 'zod';
 
 export const API_VERSION = 'v1';
 
-export const SandboxStates = ['creating', 'running', 'dead'] as const;
+/**
+ * 'hibernating' while its memory, processes and files are saved; 'hibernated' holds no host
+ * process and no RAM, and any call on it resumes it.
+ */
+export const SandboxStates = ['creating', 'running', 'hibernating', 'hibernated', 'dead'] as const;
 export type SandboxState = (typeof SandboxStates)[number];
 
 const metadataValue = z.string().max(1024);
@@ -32,6 +36,9 @@ export const MAX_TTL_SECONDS = 30 * 24 * 3600;
 export const DEFAULT_TTL_SECONDS = 3600;
 
 const ttlSeconds = z.number().int().min(1).max(MAX_TTL_SECONDS);
+/** Seconds without activity after which a sandbox hibernates by itself. */
+const idleSeconds = z.number().int().min(1).max(MAX_TTL_SECONDS);
+const snapshotId = z.string().regex(/^snap-[a-z0-9]+$/, 'a snapshot id looks like snap-…');
 
 export const CreateSandboxRequest = z
   .object({
@@ -40,12 +47,19 @@ export const CreateSandboxRequest = z
     metadata: Metadata.optional(),
     env: EnvMap.optional(),
     resources: Resources.optional(),
+    /** Auto-hibernate after this many seconds without activity (absent: never). */
+    idleSeconds: idleSeconds.optional(),
+    /** Start from this snapshot (its template, files, memory and processes) instead of the template. */
+    snapshot: snapshotId.optional(),
   })
   .strict();
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
 
-/** How a sandbox came up: cold boot, restore of its template's baked image, or warm-pool claim. */
-export type BootKind = 'cold' | 'baked' | 'pool';
+/**
+ * How a sandbox came up: cold boot, restore of its template's baked image, warm-pool claim,
+ * fork of a running sandbox, or restore of a snapshot.
+ */
+export type BootKind = 'cold' | 'baked' | 'pool' | 'fork' | 'snapshot';
 
 export interface SandboxInfo {
   id: string;
@@ -58,6 +72,12 @@ export interface SandboxInfo {
   expiresAt: string;
   metadata: Metadata;
   resources: ResolvedResources;
+  /** Auto-hibernate after this many idle seconds; absent: never. */
+  idleSeconds?: number;
+  /** The sandbox it was forked from (boot 'fork') or the snapshot it came from (boot 'snapshot'). */
+  source?: string;
+  /** Host disk its own writes use (running), or its saved image (hibernated). Only from get. */
+  diskBytes?: number;
   /** Why the sandbox died, when state is 'dead'. */
   error?: string;
 }
@@ -190,4 +210,104 @@ export interface BakeInfo {
   error?: string;
   /** Why there is no image (state 'none'). */
   reason?: string;
+}
+
+export const DEFAULT_MAX_FORK_COUNT = 16;
+
+export const ForkRequest = z
+  .object({
+    count: z.number().int().min(1).default(1),
+    /** Metadata of the children (default: the parent's). */
+    metadata: Metadata.optional(),
+    /** TTL of the children (default: the default TTL, counted from the fork). */
+    ttlSeconds: ttlSeconds.optional(),
+    idleSeconds: idleSeconds.optional(),
+  })
+  .strict();
+export type ForkRequest = z.input<typeof ForkRequest>;
+
+export interface ForkResult {
+  sandboxes: SandboxInfo[];
+  /** How long the parent was paused (its channel held and its state saved), in ms. */
+  parentPausedMs: number;
+  /** Fork start to every child ready, in ms. */
+  totalMs: number;
+}
+
+export const CreateSnapshotRequest = z.object({ metadata: Metadata.optional() }).strict();
+export type CreateSnapshotRequest = z.input<typeof CreateSnapshotRequest>;
+
+export interface SnapshotInfo {
+  id: string;
+  /** The sandbox it was taken from (it may be gone since). */
+  sandboxId: string;
+  template: string;
+  templateVersion: string;
+  createdAt: string;
+  /** Bytes of host disk its image occupies. */
+  sizeBytes: number;
+  metadata: Metadata;
+  resources: ResolvedResources;
+}
+
+export interface SnapshotList {
+  snapshots: SnapshotInfo[];
+}
+
+/** An ISO 8601 date or date-time; `Date.parse` alone would also take "May 1" or "1". */
+const isoInstant = z
+  .string()
+  .regex(/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/, 'must be an ISO 8601 date or time, e.g. 2024-05-01T12:00:00Z')
+  .refine((s) => !Number.isNaN(Date.parse(s)), 'is not a valid date');
+
+/** Query of GET /v1/usage: the window (default the last 24 h) and optionally one API key. */
+export const UsageQuery = z
+  .object({
+    since: isoInstant.optional(),
+    until: isoInstant.optional(),
+    apiKey: z.string().min(1).optional(),
+  })
+  .strict();
+export type UsageQuery = z.input<typeof UsageQuery>;
+
+export const DEFAULT_USAGE_WINDOW_MS = 24 * 3600 * 1000;
+
+/** Billable amounts in a window: allocated resources × seconds running (hibernated time is free). */
+export interface UsageTotals {
+  activeSeconds: number;
+  /** vCPUs allocated × active seconds. */
+  vcpuSeconds: number;
+  /** GiB of memory allocated × active seconds. */
+  gibSeconds: number;
+  /** USD at the report's prices. */
+  cost: number;
+}
+
+export interface SandboxUsage extends UsageTotals {
+  sandboxId: string;
+  apiKeyId: string;
+  template: string;
+  /** Whether it is being billed right now (running, not hibernated or dead). */
+  active: boolean;
+}
+
+export interface ApiKeyUsage extends UsageTotals {
+  apiKeyId: string;
+  sandboxes: number;
+}
+
+export interface UsagePrices {
+  currency: 'USD';
+  vcpuHour: number;
+  gibHour: number;
+}
+
+export interface UsageReport {
+  since: string;
+  until: string;
+  prices: UsagePrices;
+  /** Sandboxes with usage in the window (killed ones included), most expensive first. */
+  sandboxes: SandboxUsage[];
+  apiKeys: ApiKeyUsage[];
+  total: UsageTotals & { sandboxes: number };
 }

@@ -14,13 +14,23 @@ export const AGENT_SOCKET_PATH = '/run/warren/agent.sock';
 export const AGENT_MOUNT_DIR = '/opt/warren';
 
 export interface GuestOps {
+  /** First call on a channel. On a channel that carried calls before (a restored or forked
+   * sandbox), it drops everything of the earlier conversation: kept frames, streams, answers. */
   hello: { params: Record<string, never>; result: { version: number; agentPid: number; hostname: string } };
   configure: {
     /** defaultUser/defaultCwd: what exec uses when the call names no user or cwd (the template's). */
     params: { env: Record<string, string>; hostname?: string; pidsLimit?: number; defaultUser?: string; defaultCwd?: string };
     result: Record<string, never>;
   };
-  ping: { params: Record<string, never>; result: { now: number } };
+  /** busy: running processes that keep the sandbox awake (all but services). */
+  ping: { params: Record<string, never>; result: { now: number; busy: number } };
+  /**
+   * Holds the channel still for a checkpoint: after its answer the agent writes nothing more
+   * (it keeps what it would send) until 'unquiesce', or drops it at the next 'hello'.
+   */
+  quiesce: { params: Record<string, never>; result: Record<string, never> };
+  /** Sends what the agent kept since 'quiesce' and carries on (no answer). */
+  unquiesce: { params: Record<string, never>; result: Record<string, never> };
   exec: {
     params: {
       argv?: string[];
@@ -32,6 +42,8 @@ export interface GuestOps {
       keepStdinOpen?: boolean;
       timeoutMs?: number;
       tag?: string;
+      /** A long-running service (the template's start command): does not keep the sandbox awake. */
+      service?: boolean;
       /** Stream output and exit of this process on this channel (stream id = request id). */
       subscribe?: boolean;
     };

@@ -1,4 +1,6 @@
-export { Sandbox, type ExecOptions, type BackgroundOptions, type CreateOptions } from './sandbox.js';
+export { Sandbox, type ExecOptions, type BackgroundOptions, type CreateOptions, type ForkOptions } from './sandbox.js';
+export { Snapshots } from './snapshots.js';
+export type { SnapshotInfo, ForkResult } from '@warren/protocol';
 export { Files, type FileOptions, type WriteData } from './files.js';
 export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';
@@ -8,3 +10,5 @@ export { Template, TemplateBuildError, type BuildOptions } from './template.js';
 export type { Recipe, RecipeStep, TemplateBuildEvent, TemplateInfo } from '@warren/protocol';
 export { getPool, setPoolSize, getBake, bake } from './warm.js';
 export type { PoolInfo, BakeInfo, BootKind } from '@warren/protocol';
+export { getUsage, type UsageOptions } from './usage.js';
+export type { UsageReport, UsageTotals, SandboxUsage, ApiKeyUsage, UsagePrices } from '@warren/protocol';

@@ -1,5 +1,5 @@
 /** The Sandbox class: the SDK's entry point. */
-import type { CreateSandboxRequest, ExecRequest, ExecResult, SandboxInfo, SandboxList, SandboxState } from '@warren/protocol';
+import type { CreateSandboxRequest, ExecRequest, ExecResult, ForkResult, Metadata, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError } from './errors.js';
 import { Files } from './files.js';
@@ -26,6 +26,15 @@ export interface BackgroundOptions extends Omit<ExecOptions, 'check' | 'onStdout
 }
 
 export type CreateOptions = CreateSandboxRequest & ConnectionOptions;
+
+export interface ForkOptions {
+  /** Metadata of the children (default: the parent's). */
+  metadata?: Metadata;
+  /** TTL of the children, from now (default: the default TTL). */
+  ttlSeconds?: number;
+  /** Auto-hibernate the children after this many idle seconds (default: as the parent). */
+  idleSeconds?: number;
+}
 
 export class Sandbox {
   readonly files: Files;
@@ -120,6 +129,48 @@ export class Sandbox {
   async setTtl(ttlSeconds: number): Promise<SandboxInfo> {
     this.current = await this.http.json('POST', `/v1/sandboxes/${this.id}/ttl`, { json: { ttlSeconds } });
     return this.current;
+  }
+
+  /**
+   * Saves memory, processes and files to disk and frees the sandbox's RAM and host
+   * processes. Any later call on it (exec, files, processes) resumes it transparently.
+   */
+  async hibernate(): Promise<SandboxInfo> {
+    this.current = await this.http.json('POST', `/v1/sandboxes/${this.id}/hibernate`);
+    return this.current;
+  }
+
+  /** Resumes a hibernated sandbox now (any call would also do it). */
+  async resume(): Promise<SandboxInfo> {
+    this.current = await this.http.json('POST', `/v1/sandboxes/${this.id}/resume`);
+    return this.current;
+  }
+
+  /**
+   * One new sandbox that continues from this instant of this one: same memory, processes
+   * and files, its own id and copy-on-write files. This sandbox keeps running.
+   * @example const attempt = await sbx.fork({ metadata: { attempt: '1' } })
+   */
+  async fork(opts: ForkOptions = {}): Promise<Sandbox> {
+    return (await this.forkTree(1, opts))[0];
+  }
+
+  /**
+   * `count` new sandboxes from the same instant of this one, restored in parallel: best-of-N
+   * attempts from one warm state. All or none: if one child fails, none is kept.
+   * @example const [a, b, c] = await sbx.forkTree(3)
+   */
+  async forkTree(count: number, opts: ForkOptions = {}): Promise<Sandbox[]> {
+    const r = await this.http.json<ForkResult>('POST', `/v1/sandboxes/${this.id}/fork`, { json: { count, ...opts } });
+    return r.sandboxes.map((info) => new Sandbox(this.http, info));
+  }
+
+  /**
+   * A durable save of this sandbox (memory, processes, files) that keeps running; start new
+   * sandboxes from it with `Sandbox.create({ snapshot: snap.id })`.
+   */
+  async snapshot(opts: { metadata?: Metadata } = {}): Promise<SnapshotInfo> {
+    return this.http.json<SnapshotInfo>('POST', `/v1/sandboxes/${this.id}/snapshots`, { json: opts });
   }
 
   /** Destroys the sandbox and everything in it. */

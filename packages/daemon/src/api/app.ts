@@ -12,6 +12,8 @@ import { requireApiKey, type AuthVars } from './auth.js';
 import { errorResponse } from './errors.js';
 import { lingerOnUnreadBody } from './body.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
+import { snapshotRoutes } from './routes/snapshots.js';
+import type { SnapshotService } from '../core/snapshots.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { templateRoutes } from './routes/templates.js';
@@ -19,6 +21,8 @@ import type { TemplateService } from '../templates/service.js';
 import { metricsText, warmRoutes } from './routes/warm.js';
 import type { WarmPool } from '../core/pool.js';
 import type { Baker } from '../core/bake.js';
+import type { UsageMeter } from '../core/usage.js';
+import { usageRoutes } from './routes/usage.js';
 
 export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -31,6 +35,8 @@ export interface ApiDeps {
   templateService: TemplateService;
   pool: WarmPool;
   baker: Baker;
+  meter: UsageMeter;
+  snapshots: SnapshotService;
   log: Logger;
   version: string;
 }
@@ -58,7 +64,9 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
-  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes));
+  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots));
+  app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
+  app.route('/v1/usage', usageRoutes(deps.meter));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   return app;

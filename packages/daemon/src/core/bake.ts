@@ -280,7 +280,7 @@ async function startTemplate(client: GuestClient, runtime: TemplateRuntime, log:
   await client.request('configure', { env: runtime.env, pidsLimit: DEFAULT_RESOURCES.pids, defaultUser: runtime.user, defaultCwd: runtime.workdir }, AGENT_TIMEOUT_MS);
   if (runtime.start) {
     // Not subscribed: nothing may be streaming on the channel when a checkpoint is taken.
-    await client.request('exec', { cmd: runtime.start.cmd, user: runtime.start.user, cwd: runtime.start.cwd, tag: 'start' }, AGENT_TIMEOUT_MS);
+    await client.request('exec', { cmd: runtime.start.cmd, user: runtime.start.user, cwd: runtime.start.cwd, tag: 'start', service: true }, AGENT_TIMEOUT_MS);
   }
   if (runtime.ready && opts.waitReady) await waitReady(client, runtime.ready, log);
 }

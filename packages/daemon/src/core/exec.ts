@@ -34,7 +34,7 @@ export class ExecService {
   constructor(private sandboxes: SandboxService) {}
 
   async start(id: string, req: ExecRequest, callbacks: ExecCallbacks = {}): Promise<RunningExec> {
-    const client = this.sandboxes.guest(id, 'exec');
+    const client = await this.sandboxes.guest(id, 'exec');
     const bigStdin = req.stdin !== undefined && req.stdin.length > STDIN_CHUNK_UNITS ? req.stdin : undefined;
     const params = {
       argv: req.argv,
@@ -78,12 +78,12 @@ export class ExecService {
   }
 
   async list(id: string): Promise<ProcessInfo[]> {
-    return (await this.sandboxes.guest(id, 'processes').request('proc.list', {})).processes;
+    return (await (await this.sandboxes.guest(id, 'processes')).request('proc.list', {})).processes;
   }
 
   /** Output from the offsets, up to MAX_OUTPUT_BYTES per stream, gathered from the agent's pages. */
   async output(id: string, pid: number, stdoutOffset?: number, stderrOffset?: number): Promise<ProcessOutput> {
-    const client = this.sandboxes.guest(id, 'processes');
+    const client = await this.sandboxes.guest(id, 'processes');
     const first = await client.request('proc.output', { pid, stdoutOffset, stderrOffset });
     const stdout = [first.stdout];
     const stderr = [first.stderr];
@@ -104,16 +104,16 @@ export class ExecService {
   }
 
   async writeStdin(id: string, pid: number, data: string, close?: boolean): Promise<void> {
-    await sendStdin(this.sandboxes.guest(id, 'processes'), pid, data, close);
+    await sendStdin(await this.sandboxes.guest(id, 'processes'), pid, data, close);
   }
 
   async signal(id: string, pid: number, signal: string): Promise<void> {
-    await this.sandboxes.guest(id, 'processes').request('proc.signal', { pid, signal });
+    await (await this.sandboxes.guest(id, 'processes')).request('proc.signal', { pid, signal });
   }
 
   /** Waits for a process to exit, streaming output from the given offsets. */
   async follow(id: string, pid: number, offsets: { stdout?: number; stderr?: number }, callbacks: ExecCallbacks): Promise<RunningExec> {
-    const client = this.sandboxes.guest(id, 'processes');
+    const client = await this.sandboxes.guest(id, 'processes');
     return this.subscribe(client, 'proc.subscribe', { pid, stdoutOffset: offsets.stdout, stderrOffset: offsets.stderr }, callbacks);
   }
 

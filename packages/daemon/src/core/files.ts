@@ -8,7 +8,7 @@ export class FileService {
   constructor(private sandboxes: SandboxService) {}
 
   async read(id: string, path: string, user?: string): Promise<{ size: number; body: Readable }> {
-    const client = this.sandboxes.guest(id, 'files');
+    const client = await this.sandboxes.guest(id, 'files');
     const { id: stream, result } = client.call('file.read', { path, user });
     // Register the reader before any Data frame can arrive (they follow the response).
     const body = client.readableFor(stream);
@@ -23,7 +23,7 @@ export class FileService {
 
   /** Streams `source` into the file; the file appears whole, or not at all. */
   async write(id: string, path: string, source: AsyncIterable<Uint8Array>, user?: string, mode?: number): Promise<{ size: number; path: string }> {
-    const client = this.sandboxes.guest(id, 'files');
+    const client = await this.sandboxes.guest(id, 'files');
     const { id: stream, result } = client.call('file.write', { path, user, mode });
     let failed: Error | undefined;
     result.catch((err: Error) => (failed = err));
@@ -56,23 +56,23 @@ export class FileService {
   }
 
   async stat(id: string, path: string, user?: string): Promise<FileStat> {
-    return this.sandboxes.guest(id, 'files').request('fs.stat', { path, user });
+    return (await this.sandboxes.guest(id, 'files')).request('fs.stat', { path, user });
   }
 
   async list(id: string, path: string, depth?: number, user?: string): Promise<FileStat[]> {
-    return (await this.sandboxes.guest(id, 'files').request('fs.list', { path, depth, user })).entries;
+    return (await (await this.sandboxes.guest(id, 'files')).request('fs.list', { path, depth, user })).entries;
   }
 
   async mkdir(id: string, path: string, user?: string): Promise<FileStat> {
-    return this.sandboxes.guest(id, 'files').request('fs.mkdir', { path, user });
+    return (await this.sandboxes.guest(id, 'files')).request('fs.mkdir', { path, user });
   }
 
   async move(id: string, from: string, to: string, user?: string): Promise<FileStat> {
-    return this.sandboxes.guest(id, 'files').request('fs.move', { from, to, user });
+    return (await this.sandboxes.guest(id, 'files')).request('fs.move', { from, to, user });
   }
 
   async remove(id: string, path: string, user?: string): Promise<boolean> {
-    return (await this.sandboxes.guest(id, 'files').request('fs.remove', { path, user })).removed;
+    return (await (await this.sandboxes.guest(id, 'files')).request('fs.remove', { path, user })).removed;
   }
 }
 

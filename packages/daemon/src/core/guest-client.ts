@@ -40,6 +40,8 @@ export class GuestClient {
   private decoder = new FrameDecoder();
   private closeHandlers: Array<(reason: string) => void> = [];
   private losing = false;
+  /** Frames held back while the agent is quiesced for a checkpoint (see quiesce()). */
+  private held: Buffer[] | null = null;
   closed = false;
   closeReason = '';
 
@@ -86,6 +88,39 @@ export class GuestClient {
     this.output.end();
   }
 
+  /** Calls waiting for an answer and streams open: the channel is in use. */
+  get busy(): number {
+    return this.pending.size + this.streams.size;
+  }
+
+  /**
+   * Brings the channel to rest between frames in both directions, for a checkpoint (see
+   * the agent's channel.ts): after the agent's answer it writes nothing more, and from now on
+   * everything this side sends is held until unquiesce(). Calls made meanwhile just wait.
+   */
+  async quiesce(timeoutMs: number): Promise<void> {
+    if (this.held) throw new WarrenError('internal', 'the guest channel is already quiesced');
+    const answered = this.request('quiesce', {}, timeoutMs);
+    this.held ??= [];
+    await answered;
+  }
+
+  /** Lets the agent send what it kept, then sends what was held here. */
+  unquiesce(): void {
+    const held = this.held ?? [];
+    this.held = null;
+    if (this.closed) return;
+    this.output.cork();
+    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify({ id: 0, op: 'unquiesce', params: {} })));
+    for (const bytes of held) this.output.write(bytes);
+    this.output.uncork();
+  }
+
+  private write(bytes: Buffer): void {
+    if (this.held) this.held.push(bytes);
+    else this.output.write(bytes);
+  }
+
   /** Sends a call; `streams` receives Data frames and events tagged with the call's id. */
   call<K extends GuestOp>(op: K, params: GuestOps[K]['params'], streams?: StreamHandlers): { id: number; result: Promise<GuestOps[K]['result']> } {
     const id = this.nextId++;
@@ -99,7 +134,7 @@ export class GuestClient {
     const result = new Promise<GuestOps[K]['result']>((resolve, reject) => {
       this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
     });
-    this.output.write(encodeFrame(FrameKind.Message, 0, payload));
+    this.write(encodeFrame(FrameKind.Message, 0, payload));
     return { id, result };
   }
 
@@ -124,7 +159,7 @@ export class GuestClient {
   /** Fire-and-forget control message (credit, cancel). */
   notify(op: 'credit' | 'cancel', params: GuestOps['credit' | 'cancel']['params']): void {
     if (this.closed) return;
-    this.output.write(encodeFrame(FrameKind.Message, 0, JSON.stringify({ id: 0, op, params })));
+    this.write(encodeFrame(FrameKind.Message, 0, JSON.stringify({ id: 0, op, params })));
   }
 
   /**
@@ -166,15 +201,15 @@ export class GuestClient {
       state.inflight += length;
       // One writev for the header and the pieces: no copy of the payload into a frame buffer.
       this.output.cork();
-      this.output.write(frameHeader(FrameKind.Data, stream, length));
-      for (const piece of frame) this.output.write(piece);
+      this.write(frameHeader(FrameKind.Data, stream, length));
+      for (const piece of frame) this.write(piece);
       this.output.uncork();
     }
   }
 
   sendEnd(stream: number): void {
     this.creditWaiters.delete(stream);
-    if (!this.closed) this.output.write(encodeFrame(FrameKind.End, stream));
+    if (!this.closed) this.write(encodeFrame(FrameKind.End, stream));
   }
 
   /**

@@ -3,10 +3,15 @@
  * the host agree. Sandboxes the registry says are running and the driver still has are
  * re-attached; registry entries without a sandbox are marked dead; sandboxes on the host
  * that the registry does not know (or that never finished creating) are destroyed.
+ *
+ * A hibernate cut short ends as whichever side it reached: hibernated if its image is
+ * complete, running if the sandbox still runs, dead (with the reason) otherwise. A resume
+ * cut short leaves the sandbox hibernated (its image is removed only after it ran).
  */
 import { readdir } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { SandboxDriver } from '../drivers/driver.js';
+import type { ImageStore } from './images.js';
 import type { Registry } from './registry.js';
 import type { SandboxService } from './sandboxes.js';
 import { BUILD_CONTAINER_PREFIX } from '../templates/builder.js';
@@ -15,16 +20,36 @@ export async function recover(opts: {
   registry: Registry;
   driver: SandboxDriver;
   sandboxes: SandboxService;
+  images: ImageStore;
   sandboxesDir: string;
   log: Logger;
 }): Promise<{ reattached: number; lost: number; orphans: number }> {
-  const { registry, driver, sandboxes, log } = opts;
+  const { registry, driver, sandboxes, images, log } = opts;
   // Template build containers (build-*) belong to the template builder, which clears the
   // ones whose build died (templates/staging.ts); a live one may be a local build's.
   const onHost = new Map((await driver.list()).filter((s) => !s.id.startsWith(BUILD_CONTAINER_PREFIX)).map((s) => [s.id, s]));
   let reattached = 0;
   let lost = 0;
   let orphans = 0;
+
+  for (const r of registry.inStates(['hibernating', 'hibernated'])) {
+    const host = onHost.get(r.id);
+    const saved = images.isComplete(images.hibernated(r.id));
+    if (saved) {
+      if (host) await driver.destroy(r.id); // a resume or a hibernate that had not finished
+      onHost.delete(r.id);
+      registry.setState(r.id, 'hibernated');
+    } else if (host?.running) {
+      registry.setState(r.id, 'running'); // the hibernate never got to save it: re-attached below
+      await images.remove(images.hibernated(r.id));
+    } else {
+      onHost.delete(r.id);
+      await driver.destroy(r.id);
+      await images.remove(images.hibernated(r.id));
+      registry.setState(r.id, 'dead', 'the daemon stopped while the sandbox was hibernating, before its image was complete');
+      lost++;
+    }
+  }
 
   for (const r of registry.inStates(['creating', 'running'])) {
     const host = onHost.get(r.id);
@@ -69,6 +94,11 @@ export async function recover(opts: {
     if (!registry.get(id) || registry.get(id)?.state === 'dead') {
       await driver.destroy(id);
     }
+  }
+  // Images of sandboxes that are not hibernated (any more): a resume that ran but had not
+  // removed its image yet, or a sandbox killed meanwhile.
+  for (const id of await images.list('hibernated')) {
+    if (registry.get(id)?.state !== 'hibernated') await images.remove(images.hibernated(id));
   }
   log.info({ reattached, lost, orphans }, 'recovery finished');
   return { reattached, lost, orphans };

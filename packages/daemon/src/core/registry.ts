@@ -19,6 +19,24 @@ export interface SandboxRecord {
   apiKeyId: string;
   /** How it came up: a cold boot, a restore of the template's baked image, or a pool claim. */
   boot: BootKind;
+  /** Auto-hibernate after this many idle seconds. */
+  idleSeconds?: number;
+  /** The parent sandbox (boot 'fork') or snapshot (boot 'snapshot'). */
+  source?: string;
+}
+
+/** A saved sandbox (memory, processes, files) that new sandboxes can start from. */
+export interface SnapshotRecord {
+  id: string;
+  sandboxId: string;
+  template: string;
+  rootfs: string;
+  resources: ResolvedResources;
+  env: Record<string, string>;
+  metadata: Metadata;
+  createdAt: number;
+  sizeBytes: number;
+  apiKeyId: string;
 }
 
 interface Row {
@@ -34,6 +52,8 @@ interface Row {
   error: string | null;
   api_key_id: string;
   boot: string;
+  idle_seconds: number | null;
+  source: string | null;
 }
 
 export interface ListQuery {
@@ -59,6 +79,18 @@ CREATE TABLE IF NOT EXISTS sandboxes (
   api_key_id TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);
+CREATE TABLE IF NOT EXISTS snapshots (
+  id TEXT PRIMARY KEY,
+  sandbox_id TEXT NOT NULL,
+  template TEXT NOT NULL,
+  rootfs TEXT NOT NULL,
+  resources TEXT NOT NULL,
+  env TEXT NOT NULL,
+  metadata TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  size_bytes INTEGER NOT NULL,
+  api_key_id TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS api_keys (
   id TEXT PRIMARY KEY,
   hash TEXT NOT NULL UNIQUE,
@@ -82,6 +114,13 @@ export class Registry {
   private migrate(): void {
     const columns = (this.db.prepare('PRAGMA table_info(sandboxes)').all() as Array<{ name: string }>).map((c) => c.name);
     if (!columns.includes('boot')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN boot TEXT NOT NULL DEFAULT 'cold'");
+    if (!columns.includes('idle_seconds')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN idle_seconds INTEGER');
+    if (!columns.includes('source')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN source TEXT');
+  }
+
+  /** The same database, for stores that keep their own tables in it (core/usage.ts). */
+  get database(): Database.Database {
+    return this.db;
   }
 
   close(): void {
@@ -91,8 +130,8 @@ export class Registry {
   insert(r: SandboxRecord): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot)
-         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot)`,
+        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source)
+         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source)`,
       )
       .run(toRow(r));
   }
@@ -152,6 +191,33 @@ export class Registry {
     return (this.db.prepare("SELECT id FROM sandboxes WHERE state != 'dead' AND template = ? ORDER BY id").all(template) as Array<{ id: string }>).map((r) => r.id);
   }
 
+  insertSnapshot(r: SnapshotRecord): void {
+    this.db
+      .prepare(
+        `INSERT INTO snapshots (id, sandbox_id, template, rootfs, resources, env, metadata, created_at, size_bytes, api_key_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      )
+      .run(r.id, r.sandboxId, r.template, r.rootfs, JSON.stringify(r.resources), JSON.stringify(r.env), JSON.stringify(r.metadata), r.createdAt, r.sizeBytes, r.apiKeyId);
+  }
+
+  getSnapshot(id: string): SnapshotRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM snapshots WHERE id = ?').get(id) as SnapshotRow | undefined;
+    return row && snapshotFromRow(row);
+  }
+
+  listSnapshots(): SnapshotRecord[] {
+    return (this.db.prepare('SELECT * FROM snapshots ORDER BY created_at, id').all() as SnapshotRow[]).map(snapshotFromRow);
+  }
+
+  deleteSnapshot(id: string): void {
+    this.db.prepare('DELETE FROM snapshots WHERE id = ?').run(id);
+  }
+
+  /** Ids of snapshots taken of sandboxes of this template (they need its rootfs). */
+  snapshotsUsingTemplate(template: string): string[] {
+    return (this.db.prepare('SELECT id FROM snapshots WHERE template = ? ORDER BY id').all(template) as Array<{ id: string }>).map((r) => r.id);
+  }
+
   countLive(): number {
     return (this.db.prepare("SELECT count(*) AS n FROM sandboxes WHERE state != 'dead'").get() as { n: number }).n;
   }
@@ -183,6 +249,8 @@ function toRow(r: SandboxRecord): Row {
     error: r.error ?? null,
     api_key_id: r.apiKeyId,
     boot: r.boot,
+    idle_seconds: r.idleSeconds ?? null,
+    source: r.source ?? null,
   };
 }
 
@@ -200,5 +268,35 @@ function fromRow(row: Row): SandboxRecord {
     error: row.error ?? undefined,
     apiKeyId: row.api_key_id,
     boot: row.boot as BootKind,
+    ...(row.idle_seconds !== null ? { idleSeconds: row.idle_seconds } : {}),
+    ...(row.source !== null ? { source: row.source } : {}),
+  };
+}
+
+interface SnapshotRow {
+  id: string;
+  sandbox_id: string;
+  template: string;
+  rootfs: string;
+  resources: string;
+  env: string;
+  metadata: string;
+  created_at: number;
+  size_bytes: number;
+  api_key_id: string;
+}
+
+function snapshotFromRow(row: SnapshotRow): SnapshotRecord {
+  return {
+    id: row.id,
+    sandboxId: row.sandbox_id,
+    template: row.template,
+    rootfs: row.rootfs,
+    resources: JSON.parse(row.resources) as ResolvedResources,
+    env: JSON.parse(row.env) as Record<string, string>,
+    metadata: JSON.parse(row.metadata) as Metadata,
+    createdAt: row.created_at,
+    sizeBytes: row.size_bytes,
+    apiKeyId: row.api_key_id,
   };
 }

@@ -3,6 +3,7 @@
  * sandbox's guest channel. Holds the only in-memory map of live sandboxes; the registry
  * holds the durable truth.
  */
+import { rename } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import {
@@ -15,6 +16,9 @@ import {
   type SandboxList,
   type SandboxState,
   type BootKind,
+  type ForkRequest,
+  type ForkResult,
+  DEFAULT_MAX_FORK_COUNT,
 } from '@warren/protocol';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
@@ -25,12 +29,15 @@ import { newId } from './ids.js';
 import { requireState, type Operation } from './lifecycle.js';
 import type { Registry, SandboxRecord } from './registry.js';
 import { Cleanup } from './cleanup.js';
+import { ImageStore } from './images.js';
 
 const AGENT_READY_TIMEOUT_MS = 30_000;
 const HEARTBEAT_INTERVAL_MS = 5_000;
 const HEARTBEAT_TIMEOUT_MS = 10_000;
 /** Consecutive missed heartbeats before a sandbox without an OOM record is declared hung. */
 const HEARTBEAT_MISSES_ALLOWED = 3;
+/** The agent answers 'quiesce' at once unless it is swamped; a hung one fails the checkpoint. */
+const QUIESCE_TIMEOUT_MS = 10_000;
 
 interface Live {
   client: GuestClient;
@@ -47,6 +54,24 @@ export interface SandboxServiceOptions {
   maxResources?: Partial<ResolvedResources>;
   pool?: WarmPool;
   bakes?: BakedImages;
+  meter?: ActivityMeter;
+  images: ImageStore;
+  /** Most children one fork may ask for (default DEFAULT_MAX_FORK_COUNT). */
+  maxForkCount?: number;
+}
+
+/** Where a sandbox boots from instead of its template: a saved image. */
+interface ImageSource {
+  image: string;
+  kind: BootKind;
+}
+
+/** Metering of the time a sandbox runs (core/usage.ts): hibernated time is not billed. */
+export interface ActivityMeter {
+  /** The sandbox runs, and is billed for these resources, from `at` (default now). */
+  start(id: string, apiKeyId: string, resources: ResolvedResources, at?: number): void;
+  /** It stops being billed (hibernated, killed, died). Idempotent. */
+  stop(id: string, at?: number): void;
 }
 
 /** Where restorable images of baked templates come from (core/bake.ts). */
@@ -62,6 +87,10 @@ export class SandboxService {
   /** Booted warm-pool members, not yet claimed (and not in the registry). */
   private pooled = new Map<string, Live>();
   private heartbeat?: NodeJS.Timeout;
+  /** Hibernate, resume, fork and snapshot of one sandbox run one at a time, in order. */
+  private operations = new Map<string, Promise<unknown>>();
+  /** When each sandbox last saw activity (an API call on it, a running command). */
+  private lastActive = new Map<string, number>();
 
   constructor(private opts: SandboxServiceOptions) {}
 
@@ -71,6 +100,7 @@ export class SandboxService {
   }
 
   async create(req: CreateSandboxRequest & { template: string }, apiKeyId: string): Promise<SandboxInfo> {
+    if (req.snapshot) return this.createFromSnapshot(req, apiKeyId);
     const started = Date.now();
     const template = this.opts.templates.resolve(req.template);
     const resources: ResolvedResources = { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) };
@@ -87,6 +117,7 @@ export class SandboxService {
       rootfs: template.rootfs,
       apiKeyId,
       boot: member ? 'pool' : 'cold',
+      ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
     };
     const log = this.opts.log.child({ sandbox: record.id });
     const undo = new Cleanup(log);
@@ -105,7 +136,7 @@ export class SandboxService {
         if (booted.kind !== record.boot) this.opts.registry.setBoot(record.id, (record.boot = booted.kind));
       }
       await this.bind(record);
-      this.opts.registry.setState(record.id, 'running');
+      this.markRunning(record);
       undo.dismiss();
       const ms = Date.now() - started;
       if (member) this.opts.pool?.recordClaim(template.name, ms);
@@ -122,8 +153,8 @@ export class SandboxService {
    * baked image when one is ready, a cold boot otherwise. Not registered and not bound to any
    * request yet: create and the warm pool do that.
    */
-  private async boot(id: string, template: TemplateInfo, resources: ResolvedResources): Promise<{ live: Live; kind: BootKind }> {
-    const image = this.opts.bakes?.imageFor(template);
+  private async boot(id: string, template: TemplateInfo, resources: ResolvedResources, from?: ImageSource): Promise<{ live: Live; kind: BootKind }> {
+    const image = from ? from.image : this.opts.bakes?.imageFor(template);
     const spec = { id, hostname: id, rootfs: template.rootfs, resources };
     let streams: GuestStreams;
     try {
@@ -134,6 +165,7 @@ export class SandboxService {
     }
     const live = this.openChannel(id, streams);
     try {
+      // On a restored agent, hello also drops what the channel carried when it was saved.
       await live.client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
       // A cold boot starts what a baked image would already be running, and waits for it to
       // be ready unless the bake already found that it never gets there.
@@ -147,7 +179,245 @@ export class SandboxService {
       await this.opts.driver.destroy(id);
       throw err;
     }
-    return { live, kind: image ? 'baked' : 'cold' };
+    return { live, kind: from ? from.kind : image ? 'baked' : 'cold' };
+  }
+
+  /**
+   * A new sandbox from a saved image (a fork's parent, a snapshot): registered as
+   * 'creating' until its agent answered and took its new identity, so a failure or a daemon
+   * crash leaves nothing half made.
+   */
+  private async createFromImage(record: SandboxRecord, from: ImageSource): Promise<SandboxInfo> {
+    const started = Date.now();
+    const log = this.opts.log.child({ sandbox: record.id });
+    const undo = new Cleanup(log);
+    try {
+      this.opts.registry.insert(record);
+      undo.add('forget record', () => this.opts.registry.delete(record.id));
+      undo.add('destroy sandbox', () => this.teardown(record.id, 'create failed'));
+      const template: TemplateInfo = { name: record.template, version: path.basename(path.dirname(record.rootfs)), rootfs: record.rootfs, env: {} };
+      const booted = await this.boot(record.id, template, record.resources, from);
+      this.live.set(record.id, booted.live);
+      await this.bind(record);
+      this.markRunning(record);
+      undo.dismiss();
+      log.info({ template: record.template, boot: record.boot, source: record.source, ms: Date.now() - started }, 'sandbox created');
+      return this.get(record.id);
+    } catch (err) {
+      await undo.run();
+      throw err;
+    }
+  }
+
+  private async createFromSnapshot(req: CreateSandboxRequest, apiKeyId: string): Promise<SandboxInfo> {
+    const snap = this.opts.registry.getSnapshot(req.snapshot!);
+    if (!snap) throw new WarrenError('not_found', `no snapshot with id ${req.snapshot}`);
+    const dir = this.opts.images.snapshot(snap.id);
+    if (!this.opts.images.isComplete(dir)) throw new WarrenError('failed_precondition', `snapshot ${snap.id} has no complete image on disk; delete it`);
+    const now = Date.now();
+    return this.createFromImage(
+      {
+        id: newId('sb'),
+        template: snap.template,
+        state: 'creating',
+        createdAt: now,
+        expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
+        metadata: req.metadata ?? snap.metadata,
+        env: { ...snap.env, ...(req.env ?? {}) },
+        resources: { ...snap.resources, ...(req.resources ?? {}) },
+        rootfs: snap.rootfs,
+        apiKeyId,
+        boot: 'snapshot',
+        source: snap.id,
+        ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
+      },
+      { image: ImageStore.imagePath(dir), kind: 'snapshot' },
+    );
+  }
+
+  /** Billing and activity start when a sandbox is up (create, resume). */
+  private markRunning(record: SandboxRecord): void {
+    this.opts.registry.setState(record.id, 'running');
+    this.lastActive.set(record.id, Date.now());
+    this.opts.meter?.start(record.id, record.apiKeyId, record.resources);
+  }
+
+  /** Runs fn after every earlier hibernate/resume/fork/snapshot of the sandbox has finished. */
+  private serialized<T>(id: string, fn: () => Promise<T>): Promise<T> {
+    const before = this.operations.get(id) ?? Promise.resolve();
+    const run = before.then(fn, fn);
+    const settled = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.operations.set(id, settled);
+    void settled.then(() => {
+      if (this.operations.get(id) === settled) this.operations.delete(id);
+    });
+    return run;
+  }
+
+  /**
+   * Saves a running sandbox into dir (an ImageStore directory) and marks it complete. The
+   * guest channel is quiesced first so that the image holds it between frames; with
+   * leaveRunning the sandbox carries on afterwards. Returns how long it was paused.
+   */
+  private async save(id: string, dir: string, leaveRunning: boolean): Promise<number> {
+    const live = this.live.get(id);
+    if (!live || live.client.closed) throw new WarrenError('unavailable', `sandbox ${id} is not reachable right now; retry shortly`);
+    const started = Date.now();
+    await this.opts.images.prepare(dir);
+    await live.client.quiesce(QUIESCE_TIMEOUT_MS);
+    let stopped = false;
+    try {
+      await this.opts.driver.checkpoint(id, ImageStore.imagePath(dir), { leaveRunning });
+      stopped = !leaveRunning;
+    } catch (err) {
+      await this.opts.images.remove(dir);
+      throw err;
+    } finally {
+      // A failed checkpoint leaves the sandbox running: it must get its channel back.
+      if (!stopped) live.client.unquiesce();
+    }
+    await this.opts.images.markComplete(dir);
+    return Date.now() - started;
+  }
+
+  /**
+   * Hibernates a sandbox: its memory, processes and files go to disk, and it then holds no
+   * host process and no RAM. Refused while calls on it are in progress (their streams would
+   * be cut); running commands are fine, they continue after the resume.
+   */
+  hibernate(id: string, reason = 'requested'): Promise<SandboxInfo> {
+    this.record(id, 'hibernate');
+    return this.serialized(id, async () => {
+      const r = this.record(id, 'hibernate');
+      if (r.state === 'hibernated') return this.get(id);
+      const live = this.live.get(id);
+      if (live && live.client.busy > 0) {
+        throw new WarrenError('conflict', `sandbox ${id} has ${live.client.busy} call(s) in progress (exec, file transfer or output stream); hibernate it when they have finished`);
+      }
+      const started = Date.now();
+      const dir = this.opts.images.hibernated(id);
+      this.opts.registry.setState(id, 'hibernating');
+      try {
+        await this.save(id, dir, false);
+      } catch (err) {
+        this.opts.registry.setState(id, 'running');
+        throw new WarrenError('internal', `could not hibernate sandbox ${id}; it keeps running: ${(err as Error).message}`);
+      }
+      this.opts.registry.setState(id, 'hibernated');
+      this.opts.meter?.stop(id);
+      await this.release(id, 'hibernated');
+      this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
+      return this.get(id);
+    });
+  }
+
+  /** Brings a hibernated sandbox back from its image, as it was. Running: nothing to do. */
+  resume(id: string): Promise<SandboxInfo> {
+    this.record(id, 'resume');
+    return this.serialized(id, async () => {
+      const r = this.record(id, 'resume');
+      if (r.state === 'running') return this.get(id);
+      const started = Date.now();
+      const dir = this.opts.images.hibernated(id);
+      if (!this.opts.images.isComplete(dir)) {
+        await this.markDead(id, 'its hibernation image is missing');
+        throw new WarrenError('not_found', `sandbox ${id} is dead (its hibernation image is missing); create a new one`);
+      }
+      const template: TemplateInfo = { name: r.template, version: path.basename(path.dirname(r.rootfs)), rootfs: r.rootfs, env: {} };
+      let booted: { live: Live };
+      try {
+        booted = await this.boot(id, template, r.resources, { image: ImageStore.imagePath(dir), kind: r.boot });
+      } catch (err) {
+        // The image is untouched: the sandbox stays hibernated and a later call tries again.
+        throw new WarrenError('unavailable', `could not resume sandbox ${id} (it stays hibernated): ${(err as Error).message}`);
+      }
+      this.live.set(id, booted.live);
+      this.markRunning(r);
+      await this.opts.images.remove(dir);
+      this.opts.log.info({ sandbox: id, ms: Date.now() - started }, 'sandbox resumed');
+      return this.get(id);
+    });
+  }
+
+  /**
+   * N new sandboxes that continue from this instant of the parent: its memory, processes and
+   * files. The parent is paused only while its image is written; the children are restored
+   * from that image in parallel. All or nothing: if one child fails, none is kept.
+   */
+  async fork(id: string, req: ForkRequest & { count: number }): Promise<ForkResult> {
+    const max = this.opts.maxForkCount ?? DEFAULT_MAX_FORK_COUNT;
+    if (req.count > max) throw new WarrenError('invalid_argument', `count: at most ${max} children per fork (asked for ${req.count})`);
+    this.record(id, 'fork');
+    return this.serialized(id, async () => {
+      const started = Date.now();
+      const parent = this.record(id, 'fork');
+      let dir = this.opts.images.hibernated(id);
+      let parentPausedMs = 0;
+      let temporary: string | undefined;
+      if (parent.state !== 'hibernated') {
+        temporary = dir = await this.opts.images.forkDir();
+        parentPausedMs = await this.save(id, dir, true);
+      }
+      try {
+        const children = await Promise.allSettled(
+          Array.from({ length: req.count }, () => {
+            const now = Date.now();
+            return this.createFromImage(
+              {
+                id: newId('sb'),
+                template: parent.template,
+                state: 'creating',
+                createdAt: now,
+                expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
+                metadata: req.metadata ?? parent.metadata,
+                env: parent.env,
+                resources: parent.resources,
+                rootfs: parent.rootfs,
+                apiKeyId: parent.apiKeyId,
+                boot: 'fork',
+                source: id,
+                ...((req.idleSeconds ?? parent.idleSeconds) ? { idleSeconds: req.idleSeconds ?? parent.idleSeconds } : {}),
+              },
+              { image: ImageStore.imagePath(dir), kind: 'fork' },
+            );
+          }),
+        );
+        const failed = children.filter((c): c is PromiseRejectedResult => c.status === 'rejected');
+        const made = children.filter((c): c is PromiseFulfilledResult<SandboxInfo> => c.status === 'fulfilled').map((c) => c.value);
+        if (failed.length) {
+          await Promise.all(made.map((c) => this.kill(c.id, 'fork failed').catch(() => undefined)));
+          const why = (failed[0].reason as Error).message;
+          throw new WarrenError('unavailable', `fork of ${id} failed: ${failed.length} of ${req.count} children could not start (${why}); no child was kept, the parent is unharmed`);
+        }
+        const totalMs = Date.now() - started;
+        this.opts.log.info({ sandbox: id, children: made.map((c) => c.id), parentPausedMs, totalMs }, 'sandbox forked');
+        return { sandboxes: made, parentPausedMs, totalMs };
+      } finally {
+        if (temporary) await this.opts.images.remove(temporary);
+      }
+    });
+  }
+
+  /**
+   * Saves the sandbox into dir without stopping it (a snapshot); a hibernated sandbox's image
+   * is linked instead, without waking it.
+   */
+  snapshotInto(id: string, dir: string): Promise<SandboxRecord> {
+    this.record(id, 'snapshot');
+    return this.serialized(id, async () => {
+      const r = this.record(id, 'snapshot');
+      if (r.state === 'hibernated') await this.opts.images.linkCopy(this.opts.images.hibernated(id), dir);
+      else {
+        const tmp = `${dir}.tmp`;
+        await this.save(id, tmp, true);
+        await this.opts.images.remove(dir);
+        await rename(tmp, dir);
+      }
+      return r;
+    });
   }
 
   /** PoolHost: a fresh, unbound sandbox of the template for the warm pool. */
@@ -172,6 +442,7 @@ export class SandboxService {
   /** Re-opens the guest channel of a registered sandbox (after a daemon restart). */
   async connect(record: SandboxRecord, streams: GuestStreams): Promise<void> {
     this.live.set(record.id, this.openChannel(record.id, streams));
+    this.lastActive.set(record.id, Date.now());
     await this.guestOf(record.id).request('hello', {}, AGENT_READY_TIMEOUT_MS);
     await this.bind(record);
   }
@@ -214,6 +485,14 @@ export class SandboxService {
     return toInfo(this.record(id, 'get'));
   }
 
+  /** get, plus the host disk it uses: its own writes while running, its image while hibernated. */
+  async getWithDisk(id: string): Promise<SandboxInfo> {
+    const info = this.get(id);
+    if (info.state === 'running') return { ...info, diskBytes: await this.opts.driver.diskUsage(id) };
+    if (info.state === 'hibernated') return { ...info, diskBytes: await this.opts.images.size(this.opts.images.hibernated(id)) };
+    return info;
+  }
+
   list(q: { state?: SandboxState; metadata?: Record<string, string>; limit?: number; cursor?: string }): SandboxList {
     const limit = q.limit ?? 100;
     const rows = this.opts.registry.list({ state: q.state, metadata: q.metadata, limit: limit + 1, after: q.cursor });
@@ -233,9 +512,16 @@ export class SandboxService {
     this.opts.registry.delete(id);
   }
 
-  /** The guest channel of a running sandbox, for an operation that needs one. */
-  guest(id: string, op: Operation): GuestClient {
-    this.record(id, op);
+  /**
+   * The guest channel of a sandbox, for an operation that needs one: a call on a hibernated
+   * sandbox resumes it first. Counts as activity.
+   */
+  async guest(id: string, op: Operation): Promise<GuestClient> {
+    const r = this.record(id, op);
+    this.lastActive.set(id, Date.now());
+    // Calls during a fork or snapshot of a running sandbox just wait in the quiesced channel.
+    if (r.state !== 'running') await this.resume(id);
+    this.lastActive.set(id, Date.now());
     const live = this.live.get(id);
     if (!live || live.client.closed) throw new WarrenError('unavailable', `sandbox ${id} is not reachable right now; retry shortly`);
     return live.client;
@@ -263,6 +549,14 @@ export class SandboxService {
   }
 
   async teardown(id: string, reason: string): Promise<void> {
+    this.opts.meter?.stop(id);
+    this.lastActive.delete(id);
+    await this.release(id, reason);
+    await this.opts.images.remove(this.opts.images.hibernated(id));
+  }
+
+  /** Closes the sandbox's channel and removes its runsc container and host directory. */
+  private async release(id: string, reason: string): Promise<void> {
     const live = this.live.get(id);
     this.live.delete(id);
     if (live) {
@@ -318,12 +612,17 @@ export class SandboxService {
   }
 
   private async check(id: string, live: Live): Promise<void> {
-    if (live.checking || live.client.closed) return;
+    // A sandbox being saved has its channel quiesced: a ping would wait for the checkpoint.
+    if (live.checking || live.client.closed || this.operations.has(id)) return;
     live.checking = true;
+    let idle = false;
     try {
-      await live.client.request('ping', {}, HEARTBEAT_TIMEOUT_MS);
+      const { busy } = await live.client.request('ping', {}, HEARTBEAT_TIMEOUT_MS);
       live.missed = 0;
+      // A running command or an open call is activity; the ping itself was the only call.
+      if (busy > 0 || live.client.busy > 0) this.lastActive.set(id, Date.now());
       await this.enforceDisk(id);
+      idle = this.idleTooLong(id);
     } catch {
       live.missed++;
       const cause = await this.opts.driver.diagnose(id);
@@ -333,6 +632,17 @@ export class SandboxService {
     } finally {
       live.checking = false;
     }
+    if (idle) {
+      await this.hibernate(id, 'idle').catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'auto-hibernate failed'));
+    }
+  }
+
+  /** Whether a running sandbox with idleSeconds set has seen no activity for that long. */
+  private idleTooLong(id: string): boolean {
+    const r = this.opts.registry.get(id);
+    if (!r || r.state !== 'running' || !r.idleSeconds) return false;
+    const last = this.lastActive.get(id) ?? Date.now();
+    return Date.now() - last >= r.idleSeconds * 1000;
   }
 
   /** Bytes the sandbox may still write before it reaches its disk limit. */
@@ -372,6 +682,8 @@ export function toInfo(r: SandboxRecord): SandboxInfo {
     expiresAt: new Date(r.expiresAt).toISOString(),
     metadata: r.metadata,
     resources: r.resources,
+    ...(r.idleSeconds ? { idleSeconds: r.idleSeconds } : {}),
+    ...(r.source ? { source: r.source } : {}),
     ...(r.error ? { error: r.error } : {}),
   };
 }

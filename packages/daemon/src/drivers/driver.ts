@@ -37,8 +37,11 @@ export interface SandboxDriver {
   start(spec: StartSpec): Promise<GuestStreams>;
   /** Brings a sandbox up from a checkpoint image; returns the restored agent's channel. */
   restore(spec: StartSpec, imageDir: string): Promise<GuestStreams>;
-  /** Saves the sandbox's memory, processes and files to imageDir; the sandbox stops. */
-  checkpoint(id: string, imageDir: string): Promise<void>;
+  /**
+   * Saves the sandbox's memory, processes and files to imageDir. The sandbox stops, unless
+   * leaveRunning: then it is paused only while the image is written.
+   */
+  checkpoint(id: string, imageDir: string, opts?: { leaveRunning?: boolean }): Promise<void>;
   /** New cpu, memory and pids limits for a running sandbox (a warm-pool claim). */
   resize(id: string, resources: ResolvedResources): Promise<void>;
   /** A fresh channel to an already running sandbox's agent (after a daemon restart). */

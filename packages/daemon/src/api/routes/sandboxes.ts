@@ -1,11 +1,12 @@
-/** /v1/sandboxes: create, list, get, kill, ttl. */
+/** /v1/sandboxes: create, list, get, kill, ttl, hibernate, resume, fork, snapshot. */
 import { Hono } from 'hono';
-import { CreateSandboxRequest, SandboxStates, SetTtlRequest, WarrenError, type SandboxState } from '@warren/protocol';
+import { CreateSandboxRequest, CreateSnapshotRequest, ForkRequest, SandboxStates, SetTtlRequest, WarrenError, type SandboxState } from '@warren/protocol';
 import type { SandboxService } from '../../core/sandboxes.js';
+import type { SnapshotService } from '../../core/snapshots.js';
 import type { AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function sandboxRoutes(sandboxes: SandboxService): Hono<AuthVars> {
+export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotService): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
 
   app.post('/', async (c) => {
@@ -28,7 +29,21 @@ export function sandboxRoutes(sandboxes: SandboxService): Hono<AuthVars> {
     return c.json(sandboxes.list({ state: state as SandboxState | undefined, metadata, limit, cursor: c.req.query('cursor') }));
   });
 
-  app.get('/:id', (c) => c.json(sandboxes.get(c.req.param('id'))));
+  app.get('/:id', async (c) => c.json(await sandboxes.getWithDisk(c.req.param('id'))));
+
+  app.post('/:id/hibernate', async (c) => c.json(await sandboxes.hibernate(c.req.param('id'))));
+
+  app.post('/:id/resume', async (c) => c.json(await sandboxes.resume(c.req.param('id'))));
+
+  app.post('/:id/fork', async (c) => {
+    const req = parse(ForkRequest, await jsonBody(c));
+    return c.json(await sandboxes.fork(c.req.param('id'), req), 201);
+  });
+
+  app.post('/:id/snapshots', async (c) => {
+    const req = parse(CreateSnapshotRequest, await jsonBody(c));
+    return c.json(await snapshots.create(c.req.param('id'), req.metadata, c.get('apiKeyId')), 201);
+  });
 
   app.delete('/:id', async (c) => {
     await sandboxes.kill(c.req.param('id'));

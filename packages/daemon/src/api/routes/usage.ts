@@ -1,0 +1,21 @@
+/** GET /v1/usage: what sandboxes cost in a window, per sandbox, per API key and in total. */
+import { Hono } from 'hono';
+import { DEFAULT_USAGE_WINDOW_MS, UsageQuery, WarrenError } from '@warren/protocol';
+import type { UsageMeter } from '../../core/usage.js';
+import type { AuthVars } from '../auth.js';
+import { parse } from '../errors.js';
+
+export function usageRoutes(meter: UsageMeter): Hono<AuthVars> {
+  const app = new Hono<AuthVars>();
+  app.get('/', (c) => {
+    const q = parse(UsageQuery, c.req.query());
+    const now = Date.now();
+    const until = q.until ? Date.parse(q.until) : now;
+    const since = q.since ? Date.parse(q.since) : until - DEFAULT_USAGE_WINDOW_MS;
+    if (since > until) {
+      throw new WarrenError('invalid_argument', `since (${new Date(since).toISOString()}) is after until (${new Date(until).toISOString()})`, { since: q.since, until: q.until });
+    }
+    return c.json(meter.report({ since, until, apiKeyId: q.apiKey }, now));
+  });
+  return app;
+}
