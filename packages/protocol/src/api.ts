@@ -257,8 +257,10 @@ export interface SnapshotList {
 /** An ISO 8601 date or date-time; `Date.parse` alone would also take "May 1" or "1". */
 const isoInstant = z
   .string()
-  .regex(/^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/, 'must be an ISO 8601 date or time, e.g. 2024-05-01T12:00:00Z')
-  .refine((s) => !Number.isNaN(Date.parse(s)), 'is not a valid date');
+  .refine(
+    (s) => /^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/.test(s) && !Number.isNaN(Date.parse(s)),
+    'must be an ISO 8601 date or time, e.g. 2024-05-01 or 2024-05-01T12:00:00Z',
+  );
 
 /** Query of GET /v1/usage: the window (default the last 24 h) and optionally one API key. */
 export const UsageQuery = z

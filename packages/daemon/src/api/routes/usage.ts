@@ -8,7 +8,11 @@ import { parse } from '../errors.js';
 export function usageRoutes(meter: UsageMeter): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
   app.get('/', (c) => {
-    const q = parse(UsageQuery, c.req.query());
+    const query = c.req.query();
+    // Checked here rather than left to the schema, whose message would call the query a body.
+    const unknown = Object.keys(query).filter((k) => !(k in UsageQuery.shape));
+    if (unknown.length) throw new WarrenError('invalid_argument', `unknown query parameter ${unknown.join(', ')}: GET /v1/usage takes since, until and apiKey`);
+    const q = parse(UsageQuery, query);
     const now = Date.now();
     const until = q.until ? Date.parse(q.until) : now;
     const since = q.since ? Date.parse(q.since) : until - DEFAULT_USAGE_WINDOW_MS;
