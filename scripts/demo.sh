@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A short tour: create a sandbox, run commands, move a file in and out, remove it; then a
-# template with a running server: build it, bake it, and create from a warm pool.
+# template with a running server: build it, bake it, and create from a warm pool; then the
+# whole machine: fork a running sandbox into copies, hibernate one and wake it with a call.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -59,6 +60,22 @@ trap '$w rm "$web" >/dev/null 2>&1 || true' EXIT
 echo "  $web created in $(( ($(date +%s%N) - start) / 1000000 )) ms (including the CLI's own start-up)"
 $w pool node-dev
 $w pool node-dev --size 0 >/dev/null
-$w rm "$web"
+
+log "fork it into 2 copies from this instant: the server's counter goes on from the same value in each"
+$w exec "$web" -- curl -s http://127.0.0.1:3000/
+echo
+kids=$($w fork "$web" --count 2 | tr '\n' ' ')
+trap '$w rm "$web" $kids >/dev/null 2>&1 || true' EXIT
+for k in $kids; do echo "  $k: $($w exec "$k" -- curl -s http://127.0.0.1:3000/)"; done
+echo "  parent: $($w exec "$web" -- curl -s http://127.0.0.1:3000/)"
+
+log "hibernate one: memory, processes and files go to disk, no host process is left"
+$w hibernate "$web"
+$w info "$web" | grep -E '^(state|disk)'
+log "any call resumes it where it was"
+$w exec "$web" -- curl -s http://127.0.0.1:3000/
+echo
+$w info "$web" | grep -E '^state'
+$w rm "$web" $kids >/dev/null
 trap - EXIT
 log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"

@@ -268,10 +268,12 @@ export class SandboxService {
     const started = Date.now();
     await this.opts.images.prepare(dir);
     await live.client.quiesce(QUIESCE_TIMEOUT_MS);
+    const quiesced = Date.now();
     let stopped = false;
     try {
       await this.opts.driver.checkpoint(id, ImageStore.imagePath(dir), { leaveRunning });
       stopped = !leaveRunning;
+      this.opts.log.info({ sandbox: id, quiesceMs: quiesced - started, checkpointMs: Date.now() - quiesced }, 'sandbox saved');
     } catch (err) {
       await this.opts.images.remove(dir);
       throw err;
@@ -306,9 +308,11 @@ export class SandboxService {
         this.opts.registry.setState(id, 'running');
         throw new WarrenError('internal', `could not hibernate sandbox ${id}; it keeps running: ${(err as Error).message}`);
       }
-      this.opts.registry.setState(id, 'hibernated');
       this.opts.meter?.stop(id);
-      await this.release(id, 'hibernated');
+      await this.release(id, 'hibernated', { stopped: true });
+      // Only now is it true that the sandbox holds nothing on the host. A crash before this
+      // line is finished by recovery: a complete image makes it hibernated.
+      this.opts.registry.setState(id, 'hibernated');
       this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
       return this.get(id);
     });
@@ -555,15 +559,19 @@ export class SandboxService {
     await this.opts.images.remove(this.opts.images.hibernated(id));
   }
 
-  /** Closes the sandbox's channel and removes its runsc container and host directory. */
-  private async release(id: string, reason: string): Promise<void> {
+  /**
+   * Closes the sandbox's channel and removes its runsc container and host directory;
+   * `stopped`: a checkpoint has already stopped it.
+   */
+  private async release(id: string, reason: string, opts: { stopped?: boolean } = {}): Promise<void> {
     const live = this.live.get(id);
     this.live.delete(id);
     if (live) {
       live.client.close(reason);
       live.streams.release();
     }
-    await this.opts.driver.destroy(id);
+    if (opts.stopped) await this.opts.driver.removeStopped(id);
+    else await this.opts.driver.destroy(id);
   }
 
   /** A sandbox died or hung on its own: keep the record as dead, with the reason. */

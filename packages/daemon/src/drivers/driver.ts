@@ -48,6 +48,8 @@ export interface SandboxDriver {
   attach(id: string): Promise<GuestStreams>;
   /** Stops and removes everything the sandbox holds on the host. Idempotent. */
   destroy(id: string): Promise<void>;
+  /** destroy() for a sandbox that a checkpoint just stopped: only its leftovers remain. */
+  removeStopped(id: string): Promise<void>;
   list(): Promise<DriverSandbox[]>;
   /** Best-effort reason for a sandbox that stopped answering. */
   diagnose(id: string): Promise<DeathCause>;

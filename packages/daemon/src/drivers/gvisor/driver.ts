@@ -182,6 +182,22 @@ export class GvisorDriver implements SandboxDriver {
     await rm(this.sandboxDir(id), { recursive: true, force: true });
   }
 
+  /**
+   * After a checkpoint that stopped the sandbox its processes are gone, but runsc still
+   * lists it as running, and `runsc delete` spends a second finding out that it is not (on
+   * the 2-core test machine: 1.1 to 1.5 s of a 2 s hibernate). When its Sentry is really
+   * gone, the state files, cgroups and directory are removed here directly.
+   */
+  async removeStopped(id: string): Promise<void> {
+    const pid = this.sandboxPids.get(id) ?? (await this.runsc.list()).find((c) => c.id === id)?.pid;
+    if (pid && isAlive(pid)) return this.destroy(id);
+    this.sandboxPids.delete(id);
+    await this.forgetState(id);
+    await killCgroup(CGROUP_PARENT, id);
+    await removeCgroup(CGROUP_PARENT, id);
+    await rm(this.sandboxDir(id), { recursive: true, force: true });
+  }
+
   async list(): Promise<DriverSandbox[]> {
     return (await this.runsc.list()).map((c) => ({ id: c.id, running: c.status === 'running' }));
   }
@@ -220,12 +236,21 @@ export class GvisorDriver implements SandboxDriver {
     return total;
   }
 
-  /** Last resort when runsc cannot delete a container: drop its state files. */
+  /** Drops runsc's state files of a container (a last resort, or after removeStopped). */
   private async forgetState(id: string): Promise<void> {
     const root = this.opts.stateRoot;
     if (!existsSync(root)) return;
     for (const name of await readdir(root)) {
       if (name.includes(id)) await rm(path.join(root, name), { recursive: true, force: true });
     }
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }

@@ -1,0 +1,334 @@
+/**
+ * Snapshot, fork and hibernate against a real daemon and real gVisor checkpoints: in-memory
+ * state (an HTTP server's counter, a python variable) continues after hibernate/resume and
+ * in every fork child; files survive 20 hibernate cycles; forks are independent of each
+ * other and of their parent; idle sandboxes hibernate by themselves, busy ones do not;
+ * hibernated time is not billed; snapshots outlive a daemon restart; a daemon killed in the
+ * middle of a hibernate or a fork leaves every sandbox whole. Nothing leaves 127.0.0.1: the
+ * servers listen inside the sandboxes and are reached with curl there.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createHash, randomBytes } from 'node:crypto';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { existsSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { getUsage, Sandbox, Snapshots, Template, WarrenError, type ProcessHandle } from '@warren/sdk';
+import { REPO, eventually, runscContainers, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+
+const T = { timeout: 300_000 };
+const MAX_FORK = 4;
+let d: DaemonHandle | undefined;
+
+before(async () => {
+  d = await startDaemon({ env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+});
+
+after(async () => {
+  await stopAndCheckClean(d);
+  if (d) assert.deepEqual(leftImages(d.home), [], 'hibernation and fork images left behind');
+});
+
+function leftImages(home: string): string[] {
+  const out: string[] = [];
+  for (const kind of ['hibernated', 'forks']) {
+    const dir = path.join(home, 'images', kind);
+    if (existsSync(dir)) out.push(...readdirSync(dir).map((n) => `${kind}/${n}`));
+  }
+  return out;
+}
+
+const COUNTER_SERVER = `require('http').createServer((q, s) => s.end(String(++n))).listen(3000, '127.0.0.1'); let n = 0;`;
+const PYTHON_HOLDER = 'import sys, random\nv = random.randrange(10**12)\nfor line in sys.stdin:\n    print(v, line.strip(), flush=True)\n';
+
+interface Stateful {
+  sbx: Sandbox;
+  python: ProcessHandle;
+}
+
+/** A sandbox running a node HTTP counter on :3000 and a python process holding a random number. */
+async function statefulSandbox(): Promise<Stateful> {
+  const sbx = await d!.create();
+  await sbx.exec(['node', '-e', COUNTER_SERVER], { background: true, tag: 'counter' });
+  const python = await sbx.exec(['python3', '-u', '-c', PYTHON_HOLDER], { background: true, keepStdinOpen: true, tag: 'holder' });
+  await eventually(async () => (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0, 20_000, 'counter server up');
+  return { sbx, python };
+}
+
+async function count(sbx: Sandbox): Promise<number> {
+  return Number((await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'], { check: true })).stdout);
+}
+
+/** Asks the python process (by pid, in whichever sandbox) to echo its number with a word. */
+async function pythonSays(sbx: Sandbox, pid: number, word: string): Promise<string | undefined> {
+  const proc = sbx.processes.get(pid);
+  await proc.sendStdin(`${word}\n`);
+  return eventually(
+    async () => {
+      const out = await proc.output();
+      const line = out.stdout.split('\n').find((l) => l.endsWith(` ${word}`));
+      return line?.split(' ')[0];
+    },
+    20_000,
+    `python answering ${word}`,
+  );
+}
+
+function sha256(data: Buffer | string): string {
+  return createHash('sha256').update(data).digest('hex');
+}
+
+function containerOf(id: string): boolean {
+  return runscContainers(d!.home).includes(id);
+}
+
+test('hibernate frees the host and resume continues memory, processes and files', T, async () => {
+  const { sbx, python } = await statefulSandbox();
+  try {
+    assert.equal(await count(sbx), 2); // the readiness probe was 1
+    const v = await pythonSays(sbx, python.pid, 'before');
+    await sbx.files.write('notes.txt', 'kept across hibernation\n');
+
+    const info = await sbx.hibernate();
+    assert.equal(info.state, 'hibernated');
+    assert.equal(containerOf(sbx.id), false, 'a hibernated sandbox holds no runsc container');
+    const asleep = await sbx.refresh();
+    assert.equal(asleep.state, 'hibernated');
+    assert.ok((await Sandbox.connect(sbx.id, d!.conn)).info.diskBytes! > 1_000_000, 'info shows the image size');
+    assert.equal((await sbx.hibernate()).state, 'hibernated', 'hibernating twice is a no-op');
+
+    // Any call resumes it transparently.
+    assert.equal(await count(sbx), 3);
+    assert.equal((await sbx.refresh()).state, 'running');
+    assert.equal(containerOf(sbx.id), true);
+    assert.equal(await pythonSays(sbx, python.pid, 'after'), v, 'the python variable survived');
+    assert.equal(await sbx.files.readText('notes.txt'), 'kept across hibernation\n');
+    const procs = await sbx.processes.list();
+    assert.deepEqual(procs.filter((p) => p.running).map((p) => p.tag).sort(), ['counter', 'holder']);
+
+    // Explicit resume of a running sandbox changes nothing.
+    assert.equal((await sbx.resume()).state, 'running');
+    assert.equal(await count(sbx), 4);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('20 hibernate/resume cycles keep every file exactly', T, async () => {
+  const sbx = await d!.create();
+  try {
+    await sbx.files.mkdir('cycle');
+    const written = new Map<string, string>();
+    for (let cycle = 1; cycle <= 20; cycle++) {
+      const body = randomBytes(1024 + cycle * 997);
+      await sbx.files.write(`cycle/f${cycle}.bin`, body);
+      written.set(`f${cycle}.bin`, sha256(body));
+      // Change an earlier file too, so later cycles carry rewritten data.
+      if (cycle > 1) {
+        const again = randomBytes(513 * cycle);
+        await sbx.files.write(`cycle/f${cycle - 1}.bin`, again);
+        written.set(`f${cycle - 1}.bin`, sha256(again));
+      }
+      await sbx.hibernate();
+      const r = await sbx.exec('cd cycle && sha256sum *.bin', { check: true });
+      const sums = new Map(r.stdout.trim().split('\n').map((l) => l.split(/\s+/).reverse() as [string, string]));
+      assert.equal(sums.size, written.size, `cycle ${cycle}: file count`);
+      for (const [name, sum] of written) assert.equal(sums.get(name), sum, `cycle ${cycle}: ${name}`);
+    }
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('fork: children continue from the same instant and are independent', T, async () => {
+  const { sbx: parent, python } = await statefulSandbox();
+  try {
+    assert.equal(await count(parent), 2);
+    const v = await pythonSays(parent, python.pid, 'parent');
+    await parent.files.write('shared.txt', 'from the parent\n');
+
+    const children = await parent.forkTree(3, { metadata: { attempt: 'x' } });
+    assert.equal(children.length, 3);
+    assert.equal(new Set(children.map((c) => c.id)).size, 3);
+    for (const c of children) {
+      assert.notEqual(c.id, parent.id);
+      assert.equal(c.info.boot, 'fork');
+      assert.equal(c.info.source, parent.id);
+      assert.deepEqual(c.info.metadata, { attempt: 'x' });
+      assert.equal(c.info.state, 'running');
+      // Same instant: every child's counter goes on from the parent's 2.
+      assert.equal(await count(c), 3);
+      assert.equal(await pythonSays(c, python.pid, `child-${c.id}`), v);
+      assert.equal(await c.files.readText('shared.txt'), 'from the parent\n');
+      assert.equal((await c.exec('hostname', { check: true })).stdout.trim(), c.id);
+    }
+    // The parent carried on, untouched by its children's calls.
+    assert.equal(await count(parent), 3);
+
+    await children[0].files.write('mine.txt', 'only in child 0\n');
+    await children[0].exec('rm shared.txt', { check: true });
+    for (const other of [parent, children[1], children[2]]) {
+      assert.equal(await other.files.exists('mine.txt'), false, `${other.id} sees child 0's write`);
+      assert.equal(await other.files.exists('shared.txt'), true, `${other.id} lost a file child 0 removed`);
+    }
+
+    await parent.kill();
+    for (const c of children) assert.equal(await count(c), 4, 'children keep running after the parent is killed');
+    await Promise.all(children.map((c) => c.kill()));
+  } finally {
+    await parent.kill().catch(() => undefined);
+  }
+});
+
+test('fork refuses bad input and keeps nothing half made', T, async () => {
+  const sbx = await d!.create();
+  try {
+    await assert.rejects(sbx.forkTree(MAX_FORK + 1), (e: WarrenError) => e.status === 400 && /at most 4 children/.test(e.message));
+    await assert.rejects(sbx.forkTree(0), (e: WarrenError) => e.status === 400 && /count/.test(e.message));
+    const res = await fetch(`${d!.url}/v1/sandboxes/${sbx.id}/fork`, { method: 'POST', headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' }, body: '{"count": 1, "colour": "red"}' });
+    assert.equal(res.status, 400);
+    assert.equal((await Sandbox.list(d!.conn)).length, 1, 'no child registered by refused forks');
+
+    // A hibernated parent forks from its image without waking up.
+    await sbx.exec('echo asleep > state.txt', { check: true });
+    await sbx.hibernate();
+    const [child] = await sbx.forkTree(1);
+    assert.equal((await child.files.readText('state.txt')), 'asleep\n');
+    assert.equal((await sbx.refresh()).state, 'hibernated');
+    await child.kill();
+  } finally {
+    await sbx.kill();
+  }
+  await assert.rejects(sbx.forkTree(1), (e: WarrenError) => e.status === 404);
+  await assert.rejects(sbx.snapshot(), (e: WarrenError) => e.status === 404);
+  await assert.rejects(sbx.hibernate(), (e: WarrenError) => e.status === 404);
+});
+
+test('hibernate is refused while a call streams; auto-hibernate waits for idleness, not for commands', T, async () => {
+  const busy = await d!.create({ idleSeconds: 2 });
+  const idle = await d!.create({ idleSeconds: 2 });
+  try {
+    // A streaming exec holds the channel: an explicit hibernate says why it cannot.
+    const running = busy.exec('sleep 4; echo done');
+    await sleep(800);
+    await assert.rejects(busy.hibernate(), (e: WarrenError) => e.status === 409 && /in progress/.test(e.message));
+    assert.equal((await running).stdout, 'done\n');
+
+    // A background command counts as work in progress, with no API call for a while.
+    await busy.exec(['sleep', '25'], { background: true });
+    await eventually(async () => (await idle.refresh()).state === 'hibernated', 30_000, 'idle sandbox hibernated by itself');
+    assert.equal(containerOf(idle.id), false);
+    assert.equal((await busy.refresh()).state, 'running', 'a sandbox running a command must not hibernate');
+    // It wakes on the next call, as if nothing happened.
+    assert.equal((await idle.exec('echo awake', { check: true })).stdout, 'awake\n');
+  } finally {
+    await Promise.all([busy.kill(), idle.kill()]);
+  }
+});
+
+test('usage: hibernated time is free', T, async () => {
+  const since = new Date();
+  const sbx = await d!.create({ resources: { cpus: 1, memoryMB: 1024 } });
+  try {
+    await sbx.hibernate();
+    await sleep(8_000);
+    await sbx.exec('true', { check: true });
+  } finally {
+    await sbx.kill();
+  }
+  const lived = (Date.now() - since.getTime()) / 1000;
+  const report = await getUsage({ since }, d!.conn);
+  const row = report.sandboxes.find((s) => s.sandboxId === sbx.id);
+  assert.ok(row, 'the sandbox is in the usage report');
+  assert.ok(row.activeSeconds < lived - 6, `billed ${row.activeSeconds}s of ${lived.toFixed(1)}s lived, 8 of them hibernated`);
+  assert.ok(row.activeSeconds > 0.1);
+  assert.ok(Math.abs(row.vcpuSeconds - row.activeSeconds) < 0.01, 'one vCPU');
+  assert.ok(Math.abs(row.gibSeconds - row.activeSeconds) < 0.01, 'one GiB');
+});
+
+test('snapshots: create from one, list, survive a daemon restart, protect their template', T, async () => {
+  const { sbx } = await statefulSandbox();
+  let restored: Sandbox | undefined;
+  try {
+    assert.equal(await count(sbx), 2);
+    await sbx.files.write('snap.txt', 'in the snapshot\n');
+    const snap = await sbx.snapshot({ metadata: { label: 'warm' } });
+    assert.match(snap.id, /^snap-/);
+    assert.equal(snap.sandboxId, sbx.id);
+    assert.ok(snap.sizeBytes > 1_000_000, `size ${snap.sizeBytes}`);
+    assert.deepEqual(snap.metadata, { label: 'warm' });
+    assert.equal((await sbx.refresh()).state, 'running', 'the sandbox keeps running');
+    assert.equal(await count(sbx), 3);
+
+    // The template cannot go while a snapshot needs it.
+    await assert.rejects(Template.delete('base', d!.conn), (e: WarrenError) => e.status === 409 && e.message.includes(snap.id));
+
+    // Restart the daemon: the snapshot is still there and still restores.
+    await d!.stop();
+    d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+    assert.deepEqual((await Snapshots.list(d.conn)).map((s) => s.id), [snap.id]);
+    restored = await d.create({ snapshot: snap.id });
+    assert.equal(restored.info.boot, 'snapshot');
+    assert.equal(restored.info.source, snap.id);
+    assert.equal(await count(restored), 3, 'the counter continues from the snapshot');
+    assert.equal(await restored.files.readText('snap.txt'), 'in the snapshot\n');
+
+    await Snapshots.delete(snap.id, d.conn);
+    assert.deepEqual(await Snapshots.list(d.conn), []);
+    await assert.rejects(d.create({ snapshot: snap.id }), (e: WarrenError) => e.status === 404);
+    await assert.rejects(d.create({ snapshot: 'not a snapshot' }), (e: WarrenError) => e.status === 400);
+    await assert.rejects(Snapshots.delete(snap.id, d.conn), (e: WarrenError) => e.status === 404);
+  } finally {
+    await restored?.kill();
+    await (await Sandbox.connect(sbx.id, d!.conn)).kill();
+  }
+});
+
+test('CLI: hibernate, resume, fork, snapshot create/ls/rm', T, async () => {
+  // Not spawnSync: a blocked event loop keeps the SDK's idle keep-alive socket past the
+  // daemon's timeout, and the next test's first request would meet a closed connection.
+  const run = promisify(execFile);
+  const warren = async (...args: string[]) => {
+    const r = await run(path.join(REPO, 'bin/warren'), args, { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 120_000 });
+    return r.stdout;
+  };
+  const id = (await warren('create', '--idle', '600')).trim();
+  assert.match(await warren('hibernate', id), new RegExp(`^${id} hibernated in \\d+ ms$`, 'm'));
+  assert.match(await warren('info', id), /^state\s+hibernated$/m);
+  assert.match(await warren('resume', id), new RegExp(`^${id} running`, 'm'));
+  const kids = JSON.parse(await warren('fork', id, '--count', '2', '--json')) as Array<{ id: string; boot: string }>;
+  assert.equal(kids.length, 2);
+  assert.match(await warren('info', kids[0].id), new RegExp(`^boot\\s+forked from ${id}$`, 'm'));
+  const snap = (await warren('snapshot', 'create', id)).trim();
+  assert.match(await warren('snapshot', 'ls'), new RegExp(`^${snap}\\s+${id}\\s+base`, 'm'));
+  await warren('snapshot', 'rm', snap);
+  assert.doesNotMatch(await warren('snapshot', 'ls'), new RegExp(snap));
+  await warren('rm', id, ...kids.map((k) => k.id));
+});
+
+test('kill -9 of the daemon during a hibernate and a fork leaves no sandbox half done', T, async () => {
+  const a = await d!.create();
+  const b = await d!.create();
+  await a.exec('echo a > a.txt', { check: true });
+  await b.exec('echo b > b.txt', { check: true });
+  // Both in flight when the daemon dies: a mid-hibernate, b mid-fork.
+  void a.hibernate().catch(() => undefined);
+  void b.forkTree(2).catch(() => undefined);
+  await sleep(250);
+  await d!.crash();
+  d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+  const all = await Sandbox.list(d.conn);
+  for (const s of all) assert.ok(['running', 'hibernated', 'dead'].includes(s.state), `${s.id} is ${s.state} after the restart`);
+  for (const s of all.filter((x) => x.state === 'dead')) assert.ok(s.error, `${s.id} is dead without a reason`);
+  for (const [sbx, file] of [[a, 'a.txt'], [b, 'b.txt']] as const) {
+    const info = all.find((s) => s.id === sbx.id)!;
+    if (info.state === 'dead') continue;
+    const again = await Sandbox.connect(sbx.id, d.conn);
+    assert.equal(await again.files.readText(file), `${file[0]}\n`, `${sbx.id} (${info.state}) lost its file`);
+  }
+  // Children of the cut fork are whole or absent.
+  for (const s of all.filter((x) => x.boot === 'fork' && x.state === 'running')) {
+    assert.equal(await (await Sandbox.connect(s.id, d.conn)).files.readText('b.txt'), 'b\n');
+  }
+});
