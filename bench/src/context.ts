@@ -8,7 +8,7 @@ import { startDaemon, stopAndCheckClean, type DaemonHandle } from '@warren/tests
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'templates'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'templates', 'machine'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -27,6 +27,10 @@ export const DEFAULT_ITERS = {
   templates: 5,
   /** Template builds of each kind: full, and with only the last step changed (interleaved). */
   rebuild: 3,
+  /** Snapshot/fork/hibernate (machine suite): samples of each fork of 1 and 3, hibernate cycles, raw baselines. */
+  machine: 5,
+  /** Forks of 8 children (machine suite): about 1 GB of restores each. */
+  fork8: 2,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

@@ -3,8 +3,8 @@
  * root, no overlay, --network=none, systrap), with the host's node bind-mounted read-only
  * where the daemon puts it. Containers live under a private --root that is emptied at the end.
  */
-import { spawn, execFileSync } from 'node:child_process';
-import { mkdirSync, writeFileSync, rmSync } from 'node:fs';
+import { spawn, execFileSync, type ChildProcess, type StdioOptions } from 'node:child_process';
+import { lstatSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { TEMPLATES } from '@warren/tests/harness';
 import type { Context } from './context.js';
@@ -188,4 +188,176 @@ export class RawRunsc {
     const left = this.list();
     if (left.length) console.error(`raw runsc containers left under ${this.root}: ${left.join(' ')}`);
   }
+}
+
+/** Allocated bytes of everything under dir (blocks, as `du` counts them). */
+export function allocatedBytes(dir: string): number {
+  let total = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = path.join(dir, e.name);
+    total += e.isDirectory() ? allocatedBytes(p) : lstatSync(p).blocks * 512;
+  }
+  return total;
+}
+
+/**
+ * Raw `runsc checkpoint` and `runsc restore` of a warren sandbox, without the daemon: the
+ * baseline of fork and hibernate. The checkpoint runs against the daemon's own container
+ * (`--root <home>/runsc`) with `--leave-running`, so the sandbox carries on untouched; the
+ * image goes under /var/lib/warren-bench, on the same disk as the daemon's images. The
+ * restore runs under a private --root in /tmp, from a copy of the sandbox's bundle with its
+ * own cgroup and a fresh overlay filestore dir, with the daemon's flags; it is deleted at once.
+ */
+export class RawCheckpoint {
+  private readonly root: string;
+  private readonly bundles: string;
+  private readonly images: string;
+  private seq = 0;
+
+  constructor(private ctx: Context) {
+    const dir = ctx.tmp('raw-restore');
+    this.root = path.join(dir, 'runsc');
+    this.bundles = path.join(dir, 'bundles');
+    mkdirSync(this.root, { recursive: true });
+    mkdirSync(this.bundles, { recursive: true });
+    this.images = ctx.benchDir('raw-images-');
+    // Runs before the image and temp dirs are removed (cleanups are LIFO).
+    ctx.defer('delete raw restored containers', () => this.deleteAll());
+  }
+
+  /**
+   * `runsc checkpoint --leave-running --compression=none` (the daemon's flags) of sandbox
+   * `id` of the daemon whose home is `home`. Returns the ms until runsc exits, the image dir
+   * (remove it with `removeImage`) and its allocated size.
+   */
+  async checkpoint(home: string, id: string): Promise<{ ms: number; image: string; bytes: number }> {
+    const image = path.join(this.images, `cp-${++this.seq}`);
+    mkdirSync(image, { mode: 0o700 });
+    const args = ['--root', path.join(home, 'runsc'), '--platform', 'systrap', 'checkpoint', '--leave-running', '--compression=none', '--image-path', image, id];
+    const t0 = performance.now();
+    const { code, stderr } = await runToExit('runsc', args, ['ignore', 'ignore', 'pipe']);
+    const ms = performance.now() - t0;
+    if (code !== 0) {
+      this.removeImage(image);
+      throw new Error(`raw runsc checkpoint of ${id} exited ${code}: ${lastLine(stderr)}`);
+    }
+    return { ms, image, bytes: allocatedBytes(image) };
+  }
+
+  removeImage(image: string): void {
+    rmSync(image, { recursive: true, force: true });
+  }
+
+  /**
+   * `runsc restore --detach` of `image` as a new container, with the bundle of sandbox `id`
+   * of the daemon at `home`: `ms` until runsc exits (the restored sandbox is running). With
+   * `hibernate`, the restored copy is then put down as the daemon hibernates a sandbox: a
+   * `runsc checkpoint` without --leave-running (`stopMs`, until runsc exits; the sandbox
+   * stops) and a `runsc delete` (`deleteMs`). The container is deleted before this returns.
+   * The restored agent's stdio are sockets, as for the daemon (node's 'pipe' stdio is a
+   * socketpair): a restore fails on anything else.
+   */
+  async restore(home: string, id: string, image: string, opts: { hibernate?: boolean } = {}): Promise<{ ms: number; stopMs?: number; deleteMs?: number }> {
+    const rid = `wbench-restore-${process.pid}-${++this.seq}`;
+    const bundle = path.join(this.bundles, rid);
+    const filestore = path.join(bundle, 'fs');
+    mkdirSync(filestore, { recursive: true });
+    const spec = JSON.parse(readFileSync(path.join(home, 'sandboxes', id, 'config.json'), 'utf8')) as { linux: { cgroupsPath?: string } };
+    spec.linux.cgroupsPath = `/${RAW_CGROUP_PARENT}/${rid}`;
+    writeFileSync(path.join(bundle, 'config.json'), JSON.stringify(spec));
+    const args = ['--root', this.root, '--platform', 'systrap', '--network', 'none', '--overlay2', `root:dir=${filestore}`, 'restore', '--detach', '--image-path', image, '--bundle', bundle, rid];
+    const t0 = performance.now();
+    const { code, stderr, child } = await runToExit('runsc', args, ['pipe', 'pipe', 'pipe']);
+    const out: { ms: number; stopMs?: number; deleteMs?: number } = { ms: performance.now() - t0 };
+    let deleted = false;
+    try {
+      if (code !== 0) throw new Error(`raw runsc restore of ${id}'s image exited ${code}: ${lastLine(stderr)}`);
+      if (opts.hibernate) {
+        const again = path.join(bundle, 'image');
+        mkdirSync(again, { mode: 0o700 });
+        const t1 = performance.now();
+        const cp = await runToExit('runsc', ['--root', this.root, '--platform', 'systrap', 'checkpoint', '--compression=none', '--image-path', again, rid], ['ignore', 'ignore', 'pipe']);
+        out.stopMs = performance.now() - t1;
+        if (cp.code !== 0) throw new Error(`raw runsc checkpoint of restored ${rid} exited ${cp.code}: ${lastLine(cp.stderr)}`);
+        const t2 = performance.now();
+        this.delete(rid);
+        out.deleteMs = performance.now() - t2;
+        deleted = true;
+      }
+    } finally {
+      if (!deleted) this.delete(rid);
+      child.stdin?.destroy();
+      child.stdout?.destroy();
+      child.stderr?.destroy();
+      rmSync(bundle, { recursive: true, force: true });
+    }
+    return out;
+  }
+
+  private delete(rid: string): void {
+    try {
+      execFileSync('runsc', ['--root', this.root, 'delete', '--force', rid], { stdio: 'ignore', timeout: 30_000 });
+    } catch {
+      // not created, or already gone; deleteAll reports what is left
+    }
+    removeRawCgroup(rid);
+  }
+
+  private list(): string[] {
+    try {
+      return execFileSync('runsc', ['--root', this.root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+    } catch {
+      return [];
+    }
+  }
+
+  private deleteAll(): void {
+    for (const id of this.list()) this.delete(id);
+    const left = this.list();
+    if (left.length) console.error(`raw restored containers left under ${this.root}: ${left.join(' ')}`);
+    removeRawCgroup();
+  }
+}
+
+const RAW_CGROUP_PARENT = 'warren-bench';
+
+/** Removes the cgroup dirs of raw container `rid` (or, without it, the empty parents) in every hierarchy. */
+function removeRawCgroup(rid?: string): void {
+  let hierarchies: string[] = [];
+  try {
+    hierarchies = readdirSync('/sys/fs/cgroup');
+  } catch {
+    return;
+  }
+  for (const h of hierarchies) {
+    const parent = path.join('/sys/fs/cgroup', h, RAW_CGROUP_PARENT);
+    for (const dir of rid ? [path.join(parent, rid), parent] : [parent]) {
+      try {
+        rmdirSync(dir);
+      } catch {
+        // absent, already removed by runsc, or (the parent) still in use
+      }
+    }
+  }
+}
+
+function lastLine(text: string): string {
+  return text.trim().split('\n').slice(-3).join(' | ') || 'no output';
+}
+
+/** Spawns and waits for exit; keeps the child (and its stdio) for the caller. */
+async function runToExit(cmd: string, args: string[], stdio: StdioOptions): Promise<{ code: number | null; stderr: string; child: ChildProcess }> {
+  const child = spawn(cmd, args, { stdio });
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  // Restored agents write to their stdout once up; keep it drained until we destroy it.
+  child.stdout?.on('data', () => undefined);
+  const code = await new Promise<number | null>((resolve) => {
+    child.on('error', (err) => {
+      stderr += err.message;
+      resolve(-1);
+    });
+    child.on('exit', (c) => resolve(c));
+  });
+  return { code, stderr, child };
 }
