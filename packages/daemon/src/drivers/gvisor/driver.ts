@@ -6,7 +6,7 @@
  * (--overlay2=root:dir=...). See docs/storage.md for the measurements behind this.
  */
 import { mkdir, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import { WarrenError, type ResolvedResources } from '@warren/protocol';
@@ -33,6 +33,8 @@ function hostPidsLimit(pids: number): number {
   return pids * 4 + 512;
 }
 const CHECKPOINT_TIMEOUT_MS = 120_000;
+/** How long a Sentry stopped by its checkpoint may take to exit before it is destroyed. */
+const STOPPED_EXIT_GRACE_MS = 2_000;
 
 export class GvisorDriver implements SandboxDriver {
   readonly name = 'gvisor';
@@ -190,7 +192,8 @@ export class GvisorDriver implements SandboxDriver {
    */
   async removeStopped(id: string): Promise<void> {
     const pid = this.sandboxPids.get(id) ?? (await this.runsc.list()).find((c) => c.id === id)?.pid;
-    if (pid && isAlive(pid)) return this.destroy(id);
+    // runsc checkpoint returns while the Sentry is still exiting.
+    if (pid && !(await exited(pid, STOPPED_EXIT_GRACE_MS))) return this.destroy(id);
     this.sandboxPids.delete(id);
     await this.forgetState(id);
     await killCgroup(CGROUP_PARENT, id);
@@ -246,11 +249,26 @@ export class GvisorDriver implements SandboxDriver {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+async function exited(pid: number, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while (isAlive(pid)) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 5));
   }
+  return true;
+}
+
+/**
+ * Whether the process still runs. A zombie does not: the Sentry's parent is the host's init,
+ * which may take seconds to reap it (about 1.6 s on the test machine).
+ */
+function isAlive(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  } catch {
+    return false;
+  }
+  // The state follows the parenthesised command name, which may itself contain ') '.
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
 }
