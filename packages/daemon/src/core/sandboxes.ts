@@ -214,23 +214,9 @@ export class SandboxService {
     if (!snap) throw new WarrenError('not_found', `no snapshot with id ${req.snapshot}`);
     const dir = this.opts.images.snapshot(snap.id);
     if (!this.opts.images.isComplete(dir)) throw new WarrenError('failed_precondition', `snapshot ${snap.id} has no complete image on disk; delete it`);
-    const now = Date.now();
     return this.createFromImage(
-      {
-        id: newId('sb'),
-        template: snap.template,
-        state: 'creating',
-        createdAt: now,
-        expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
-        metadata: req.metadata ?? snap.metadata,
-        env: { ...snap.env, ...(req.env ?? {}) },
-        resources: { ...snap.resources, ...(req.resources ?? {}) },
-        rootfs: snap.rootfs,
-        apiKeyId,
-        boot: 'snapshot',
-        source: snap.id,
-        ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
-      },
+      // Billed to whoever creates it, not to whoever took the snapshot.
+      recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources: { ...snap.resources, ...(req.resources ?? {}) } }, 'snapshot', snap.id),
       { image: ImageStore.imagePath(dir), kind: 'snapshot' },
     );
   }
@@ -310,6 +296,11 @@ export class SandboxService {
       }
       this.opts.meter?.stop(id);
       await this.release(id, 'hibernated', { stopped: true });
+      if (!this.opts.registry.get(id)) {
+        // Killed while it was being saved: the image is nobody's.
+        await this.opts.images.remove(dir);
+        throw new WarrenError('not_found', `sandbox ${id} was killed while it hibernated`);
+      }
       // Only now is it true that the sandbox holds nothing on the host. A crash before this
       // line is finished by recovery: a complete image makes it hibernated.
       this.opts.registry.setState(id, 'hibernated');
@@ -367,27 +358,12 @@ export class SandboxService {
       }
       try {
         const children = await Promise.allSettled(
-          Array.from({ length: req.count }, () => {
-            const now = Date.now();
-            return this.createFromImage(
-              {
-                id: newId('sb'),
-                template: parent.template,
-                state: 'creating',
-                createdAt: now,
-                expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
-                metadata: req.metadata ?? parent.metadata,
-                env: parent.env,
-                resources: parent.resources,
-                rootfs: parent.rootfs,
-                apiKeyId: parent.apiKeyId,
-                boot: 'fork',
-                source: id,
-                ...((req.idleSeconds ?? parent.idleSeconds) ? { idleSeconds: req.idleSeconds ?? parent.idleSeconds } : {}),
-              },
-              { image: ImageStore.imagePath(dir), kind: 'fork' },
-            );
-          }),
+          Array.from({ length: req.count }, () =>
+            this.createFromImage(recordFromImage(parent, { ...req, idleSeconds: req.idleSeconds ?? parent.idleSeconds }, 'fork', id), {
+              image: ImageStore.imagePath(dir),
+              kind: 'fork',
+            }),
+          ),
         );
         const failed = children.filter((c): c is PromiseRejectedResult => c.status === 'rejected');
         const made = children.filter((c): c is PromiseFulfilledResult<SandboxInfo> => c.status === 'fulfilled').map((c) => c.value);
@@ -672,6 +648,34 @@ export class SandboxService {
       await this.markDead(id, `the sandbox was stopped: disk limit exceeded (it wrote ${Math.round(used / 1048576)} MB, limit ${r.resources.diskMB} MB)`);
     }
   }
+}
+
+/**
+ * The record of a new sandbox restored from a saved one (a fork's parent, a snapshot): its
+ * template version, env, resources and key, with the request's ttl, metadata and idleSeconds.
+ */
+function recordFromImage(
+  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'>,
+  req: { ttlSeconds?: number; metadata?: SandboxRecord['metadata']; idleSeconds?: number; env?: Record<string, string>; resources?: ResolvedResources },
+  boot: BootKind,
+  source: string,
+): SandboxRecord {
+  const now = Date.now();
+  return {
+    id: newId('sb'),
+    template: from.template,
+    state: 'creating',
+    createdAt: now,
+    expiresAt: now + (req.ttlSeconds ?? DEFAULT_TTL_SECONDS) * 1000,
+    metadata: req.metadata ?? from.metadata,
+    env: req.env ?? from.env,
+    resources: req.resources ?? from.resources,
+    rootfs: from.rootfs,
+    apiKeyId: from.apiKeyId,
+    boot,
+    source,
+    ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
+  };
 }
 
 function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
