@@ -228,8 +228,13 @@ export type ForkRequest = z.input<typeof ForkRequest>;
 
 export interface ForkResult {
   sandboxes: SandboxInfo[];
-  /** How long the parent was paused (its channel held and its state saved), in ms. */
+  /**
+   * How long the parent's processes were stopped at most: the `runsc checkpoint` that saved
+   * it (0 for a hibernated parent, forked from its image), in ms.
+   */
   parentPausedMs: number;
+  /** How long calls on the parent waited: the quiesce of its channel plus the checkpoint, in ms. */
+  channelHeldMs: number;
   /** Fork start to every child ready, in ms. */
   totalMs: number;
 }
