@@ -17,14 +17,34 @@ export function processMem(pid: number): Mem {
   }
 }
 
+/**
+ * RSS and PSS of a set of processes, each address space counted once. gVisor's systrap stubs
+ * are several processes sharing one address space (clone with CLONE_VM, checked with
+ * kcmp(KCMP_VM) on 2026-12-02): summing them per process counted one sandbox's guest memory
+ * three times (104 MB "PSS" for an idle sandbox whose address spaces hold 65 MB). Processes
+ * with byte-identical maps and smaps_rollup are taken to share one address space: separate
+ * ones differ at least in their stacks.
+ */
 export function sumMem(pids: number[]): Mem {
   const total = { rss: 0, pss: 0 };
+  const seen = new Set<string>();
   for (const pid of pids) {
+    const key = addressSpaceKey(pid);
+    if (key === undefined || seen.has(key)) continue;
+    seen.add(key);
     const m = processMem(pid);
     total.rss += m.rss;
     total.pss += m.pss;
   }
   return total;
+}
+
+function addressSpaceKey(pid: number): string | undefined {
+  try {
+    return readFileSync(`/proc/${pid}/maps`, 'utf8') + readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8');
+  } catch {
+    return undefined; // exited
+  }
 }
 
 interface Proc {
