@@ -253,7 +253,8 @@ export class SandboxService {
   /**
    * Saves a running sandbox into dir (an ImageStore directory) and marks it complete. The
    * guest channel is quiesced first so that the image holds it between frames; with
-   * leaveRunning the sandbox carries on afterwards. Returns how long it was paused.
+   * leaveRunning the sandbox carries on afterwards. Returns how long the checkpoint took
+   * (the processes are stopped only inside it) and how long calls waited.
    */
   private async save(id: string, dir: string, leaveRunning: boolean): Promise<{ checkpointMs: number; heldMs: number }> {
     const live = this.live.get(id);
@@ -282,7 +283,6 @@ export class SandboxService {
     await this.opts.images.markComplete(dir);
     return { checkpointMs, heldMs };
   }
-
 
   /**
    * Hibernates a sandbox: its memory, processes and files go to disk, and it then holds no
