@@ -10,9 +10,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
 import path from 'node:path';
 import { getUsage, Sandbox, Snapshots, Template, WarrenError, type ProcessHandle } from '@warren/sdk';
 import { REPO, eventually, runscContainers, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
@@ -205,6 +205,53 @@ test('fork refuses bad input and keeps nothing half made', T, async () => {
   await assert.rejects(sbx.hibernate(), (e: WarrenError) => e.status === 404);
 });
 
+test('a disk too small for the image, or an image that cannot be restored, harms no one and leaves nothing', T, async () => {
+  // A daemon whose whole home is a 48 MB tmpfs: the image of a sandbox holding 100 MB
+  // cannot be written there.
+  const mnt = mkdtempSync('/var/lib/warren-test/small-');
+  execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=48m', 'tmpfs', mnt]);
+  let small: DaemonHandle | undefined;
+  try {
+    small = await startDaemon({ home: path.join(mnt, 'home') });
+    const parent = await small.create();
+    await parent.exec(['python3', '-c', 'b = bytearray(100 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time; time.sleep(600)'], { background: true });
+    await parent.exec(['node', '-e', COUNTER_SERVER], { background: true });
+    await eventually(async () => (await parent.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0, 20_000, 'counter server up');
+    await sleep(1500); // python has touched its 100 MB
+    await assert.rejects(parent.forkTree(2), (e: WarrenError) => e.status === 429 && /not enough disk/.test(e.message));
+    await assert.rejects(parent.hibernate(), (e: WarrenError) => e.status === 429 && /not enough disk.*keeps running|keeps running.*not enough disk/.test(e.message));
+    await assert.rejects(parent.snapshot(), (e: WarrenError) => e.status === 429 && /not enough disk/.test(e.message));
+    // The parent is unharmed and running; nothing half made is registered or left on disk.
+    assert.equal((await parent.refresh()).state, 'running');
+    assert.equal(await count(parent), 2);
+    assert.deepEqual((await Sandbox.list(small.conn)).map((s) => s.id), [parent.id]);
+    assert.deepEqual(await Snapshots.list(small.conn), []);
+    assert.deepEqual(leftImages(small.home), []);
+    assert.deepEqual(runscContainers(small.home), [parent.id]);
+  } finally {
+    try {
+      await stopAndCheckClean(small);
+    } finally {
+      execFileSync('umount', [mnt]);
+      rmSync(mnt, { recursive: true, force: true });
+    }
+  }
+
+  // An image that cannot be restored: the create says why and leaves nothing registered.
+  const sbx = await d!.create();
+  try {
+    const snap = await sbx.snapshot();
+    truncateSync(path.join(d!.home, 'images', 'snapshots', snap.id, 'image', 'checkpoint.img'), 100);
+    const before = (await Sandbox.list(d!.conn)).map((s) => s.id);
+    await assert.rejects(d!.create({ snapshot: snap.id }), (e: WarrenError) => e.status === 500 && /runsc could not start/.test(e.message));
+    assert.deepEqual((await Sandbox.list(d!.conn)).map((s) => s.id), before);
+    assert.deepEqual(runscContainers(d!.home).sort(), [...before].sort());
+    await Snapshots.delete(snap.id, d!.conn);
+  } finally {
+    await sbx.kill();
+  }
+});
+
 test('hibernate is refused while a call streams; auto-hibernate waits for idleness, not for commands', T, async () => {
   const busy = await d!.create({ idleSeconds: 2 });
   const idle = await d!.create({ idleSeconds: 2 });
@@ -225,6 +272,15 @@ test('hibernate is refused while a call streams; auto-hibernate waits for idlene
   } finally {
     await Promise.all([busy.kill(), idle.kill()]);
   }
+});
+
+test('a hibernated sandbox still expires at its TTL, and its image goes with it', T, async () => {
+  const sbx = await d!.create({ ttlSeconds: 4 });
+  await sbx.hibernate();
+  assert.ok(existsSync(path.join(d!.home, 'images', 'hibernated', sbx.id)));
+  await eventually(async () => (await Sandbox.list(d!.conn)).every((s) => s.id !== sbx.id), 20_000, 'hibernated sandbox reaped at its ttl');
+  assert.equal(existsSync(path.join(d!.home, 'images', 'hibernated', sbx.id)), false);
+  await assert.rejects(sbx.exec('true'), (e: WarrenError) => e.status === 404);
 });
 
 test('usage: hibernated time is free', T, async () => {

@@ -8,6 +8,7 @@ import { registerWarmCommands } from './warm.js';
 import { registerUsageCommands } from './usage.js';
 import { collect, keyValues, positiveInt, printJson, sandboxRows } from './output.js';
 import { registerMachineCommands } from './machine.js';
+import { registerNetworkCommands } from './network.js';
 
 const program = new Command();
 program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
@@ -47,14 +48,16 @@ program
   .addOption(new Option('--memory <MB>', 'memory limit in MB').argParser(positiveInt('--memory')))
   .addOption(new Option('--idle <seconds>', 'hibernate after this many seconds without activity').argParser(positiveInt('--idle')))
   .option('--snapshot <id>', 'start from this snapshot instead of a template')
+  .option('--allow <rule>', 'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)', collect, [])
   .option('--json', 'print the sandbox as JSON')
-  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; idle?: number; snapshot?: string; json?: boolean }) => {
+  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; idle?: number; snapshot?: string; allow: string[]; json?: boolean }) => {
     const resources = { ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.memory ? { memoryMB: opts.memory } : {}) };
     const sbx = await Sandbox.create({
       template: opts.template,
       ttlSeconds: opts.ttl,
       idleSeconds: opts.idle,
       snapshot: opts.snapshot,
+      ...(opts.allow.length ? { network: { allow: opts.allow } } : {}),
       metadata: keyValues(opts.metadata, '--metadata'),
       env: keyValues(opts.env, '--env'),
       ...(Object.keys(resources).length ? { resources } : {}),
@@ -165,6 +168,7 @@ program
 
 registerTemplateCommands(program);
 registerMachineCommands(program);
+registerNetworkCommands(program);
 registerWarmCommands(program);
 registerUsageCommands(program);
 

@@ -16,6 +16,8 @@ import { Reaper } from './core/reaper.js';
 import { WarmPool } from './core/pool.js';
 import { Baker } from './core/bake.js';
 import { ImageStore } from './core/images.js';
+import { EgressLog } from './network/audit.js';
+import { EgressProxy } from './network/proxy.js';
 import { SnapshotService } from './core/snapshots.js';
 import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
@@ -103,9 +105,11 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     templateOf: (id) => registry.get(id)?.template,
     log,
   });
+  const egressLog = new EgressLog(registry.database);
+  const egress = new EgressProxy({ log: log.child({ component: 'egress' }), audit: { start: (r) => egressLog.record(r), finish: (id, up, down) => egressLog.finish(id, up, down) } });
   const images = new ImageStore(paths.images);
   await images.clearStale();
-  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount });
+  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress });
   const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
@@ -128,7 +132,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
   reaper.start();
 
-  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, meter, snapshots, log, version: VERSION });
+  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, meter, snapshots, egressLog, log, version: VERSION });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses

@@ -16,16 +16,21 @@ import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
 import * as files from './files.js';
+import { EgressTunnels } from './egress.js';
 
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
 function serve(): void {
   const spawner = new Spawner();
   const processes = new ProcessTable(spawner);
+  // The channel of the daemon's latest conversation: egress tunnels go to that daemon.
+  let daemon: Channel | undefined;
+  new EgressTunnels(() => daemon).listen();
 
   const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
     switch (req.op) {
       case 'hello':
+        daemon = channel;
         return { version: GUEST_PROTOCOL_VERSION, agentPid: process.pid, hostname: os.hostname() };
       case 'ping':
         return { now: Date.now(), busy: processes.busyCount() };

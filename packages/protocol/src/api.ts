@@ -51,6 +51,8 @@ export const CreateSandboxRequest = z
     idleSeconds: idleSeconds.optional(),
     /** Start from this snapshot (its template, files, memory and processes) instead of the template. */
     snapshot: snapshotId.optional(),
+    /** Egress policy; absent: the sandbox reaches nothing outside itself. */
+    network: z.lazy(() => NetworkPolicy).optional(),
   })
   .strict();
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;
@@ -317,4 +319,32 @@ export interface UsageReport {
   sandboxes: SandboxUsage[];
   apiKeys: ApiKeyUsage[];
   total: UsageTotals & { sandboxes: number };
+}
+
+/**
+ * What a sandbox may reach, through the daemon's egress proxy: rules `DOMAIN[:PORT]`,
+ * `*.SUFFIX[:PORT]`, `IP[:PORT]` or `IP/CIDR[:PORT]`; everything else is refused. An empty
+ * list refuses everything (the default).
+ */
+export const NetworkPolicy = z.object({ allow: z.array(z.string().min(1).max(300)).max(256) }).strict();
+export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
+
+/** One egress attempt through the proxy, allowed or refused. */
+export interface EgressEntry {
+  id: number;
+  time: string;
+  host: string;
+  port: number;
+  /** 'CONNECT' for tunnels (HTTPS and other TCP), else the HTTP method. */
+  method?: string;
+  /** The request path, for plain HTTP. */
+  path?: string;
+  bytesUp: number;
+  bytesDown: number;
+  decision: 'allowed' | 'denied';
+  reason?: string;
+}
+
+export interface EgressList {
+  entries: EgressEntry[];
 }

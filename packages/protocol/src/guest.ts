@@ -10,6 +10,14 @@ export const GUEST_PROTOCOL_VERSION = 1;
 
 /** Path inside the sandbox where the agent's control socket for attach relays lives. */
 export const AGENT_SOCKET_PATH = '/run/warren/agent.sock';
+/** Loopback port inside every sandbox where the agent takes connections for the egress proxy. */
+export const EGRESS_PROXY_PORT = 3128;
+/**
+ * Streams the agent opens itself (egress tunnels) are numbered from here; the daemon's calls
+ * (whose ids double as stream ids) stay below it.
+ */
+export const FIRST_AGENT_STREAM = 0x40000000;
+
 /** Where the read-only agent bundle is mounted inside every sandbox. */
 export const AGENT_MOUNT_DIR = '/opt/warren';
 
@@ -87,6 +95,8 @@ export type GuestResponse =
 /** Unsolicited messages from the agent. */
 export type GuestEvent =
   | { event: 'exit'; stream: number; pid: number; exitCode: number | null; signal?: string; timedOut: boolean; durationMs: number }
+  /** A client inside the sandbox connected to the egress proxy port: its bytes follow on `stream`. */
+  | { event: 'net.open'; stream: number }
   | { event: 'credit'; stream: number; bytes: number }
   | { event: 'stream-error'; stream: number; code: ErrorCode; message: string };
 

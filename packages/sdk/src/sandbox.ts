@@ -1,5 +1,5 @@
 /** The Sandbox class: the SDK's entry point. */
-import type { CreateSandboxRequest, ExecRequest, ExecResult, ForkResult, Metadata, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
+import type { CreateSandboxRequest, EgressEntry, EgressList, ExecRequest, ExecResult, ForkResult, Metadata, NetworkPolicy, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError } from './errors.js';
 import { Files } from './files.js';
@@ -171,6 +171,26 @@ export class Sandbox {
    */
   async snapshot(opts: { metadata?: Metadata } = {}): Promise<SnapshotInfo> {
     return this.http.json<SnapshotInfo>('POST', `/v1/sandboxes/${this.id}/snapshots`, { json: opts });
+  }
+
+  /** The egress policy: what the sandbox may reach through the daemon's proxy. */
+  async getNetwork(): Promise<NetworkPolicy> {
+    return this.http.json<NetworkPolicy>('GET', `/v1/sandboxes/${this.id}/network`);
+  }
+
+  /**
+   * Replaces the egress policy (`allow: []` refuses everything). Open connections end; new
+   * ones follow the new rules.
+   * @example await sbx.setNetwork({ allow: ['registry.npmjs.org', '*.github.com:443'] })
+   */
+  async setNetwork(policy: NetworkPolicy): Promise<NetworkPolicy> {
+    return this.http.json<NetworkPolicy>('PUT', `/v1/sandboxes/${this.id}/network`, { json: policy });
+  }
+
+  /** Egress attempts (allowed and refused), oldest first, after the entry id `after`. */
+  async egressLog(opts: { after?: number; limit?: number } = {}): Promise<EgressEntry[]> {
+    const query = { after: opts.after?.toString(), limit: opts.limit?.toString() };
+    return (await this.http.json<EgressList>('GET', `/v1/sandboxes/${this.id}/egress`, { query })).entries;
   }
 
   /** Destroys the sandbox and everything in it. */

@@ -14,6 +14,7 @@ import { lingerOnUnreadBody } from './body.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import type { SnapshotService } from '../core/snapshots.js';
+import type { EgressLog } from '../network/audit.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { templateRoutes } from './routes/templates.js';
@@ -37,6 +38,7 @@ export interface ApiDeps {
   baker: Baker;
   meter: UsageMeter;
   snapshots: SnapshotService;
+  egressLog: EgressLog;
   log: Logger;
   version: string;
 }
@@ -64,7 +66,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
-  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots));
+  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog));
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
   app.route('/v1/usage', usageRoutes(deps.meter));
   app.route('/v1/sandboxes', execRoutes(deps.exec));

@@ -2,7 +2,7 @@
  * Daemon side of the guest channel. Calls are multiplexed by id; an id doubles as the stream
  * id for the Data frames that belong to the call (exec output, file bytes).
  */
-import { Readable, type Writable } from 'node:stream';
+import { Duplex, Readable, Writable } from 'node:stream';
 import {
   FrameDecoder,
   FrameKind,
@@ -40,6 +40,9 @@ export class GuestClient {
   private decoder = new FrameDecoder();
   private closeHandlers: Array<(reason: string) => void> = [];
   private losing = false;
+  /** Egress tunnels the agent opened (streams without a call). */
+  private tunnels = new Set<number>();
+  private tunnelHandler?: (conn: Duplex) => void;
   /** Frames held back while the agent is quiesced for a checkpoint (see quiesce()). */
   private held: Buffer[] | null = null;
   closed = false;
@@ -88,9 +91,56 @@ export class GuestClient {
     this.output.end();
   }
 
-  /** Calls waiting for an answer and streams open: the channel is in use. */
+  /**
+   * Receives each connection a client inside the sandbox makes to the egress proxy port, as
+   * a Duplex of its bytes (see the agent's egress.ts). Without a handler they are refused.
+   */
+  onTunnel(handler: (conn: Duplex) => void): void {
+    this.tunnelHandler = handler;
+  }
+
+  private openTunnel(stream: number): void {
+    if (!this.tunnelHandler) {
+      this.notify('cancel', { stream });
+      return;
+    }
+    this.tunnels.add(stream);
+    const readable = this.readableFor(stream);
+    let ended = false;
+    const writable = new Writable({
+      write: (chunk: Buffer, _encoding, done) => {
+        this.sendData(stream, chunk).then(() => done(), done);
+      },
+      final: (done) => {
+        ended = true;
+        this.sendEnd(stream);
+        done();
+      },
+      destroy: (err, done) => {
+        if (!ended && this.tunnels.has(stream)) this.notify('cancel', { stream });
+        this.tunnels.delete(stream);
+        this.creditWaiters.delete(stream);
+        done(err);
+      },
+    });
+    const conn = Duplex.from({ readable, writable });
+    conn.on('close', () => {
+      this.tunnels.delete(stream);
+      this.creditWaiters.delete(stream);
+    });
+    this.tunnelHandler(conn);
+  }
+
+  /** Calls waiting for an answer and their streams: the channel is in use. */
   get busy(): number {
-    return this.pending.size + this.streams.size;
+    let streams = 0;
+    for (const id of this.streams.keys()) if (!this.tunnels.has(id)) streams++;
+    return this.pending.size + streams;
+  }
+
+  /** Egress connections open now (activity, but not calls: a hibernate cuts them). */
+  get openTunnels(): number {
+    return this.tunnels.size;
   }
 
   /**
@@ -191,13 +241,14 @@ export class GuestClient {
         }
       }
       if (!length) break;
-      while (!this.closed && this.pending.has(stream) && state.inflight > 0 && state.inflight + length > STREAM_WINDOW_BYTES) {
+      const open = () => this.pending.has(stream) || this.tunnels.has(stream);
+      while (!this.closed && open() && state.inflight > 0 && state.inflight + length > STREAM_WINDOW_BYTES) {
         await new Promise<void>((resolve) => (state!.wake = resolve));
       }
       if (this.closed) throw new WarrenError('unavailable', `sandbox agent unreachable: ${this.closeReason}`);
       // The agent answers a streamed call only after End, so an answer now is a refusal: it
       // has dropped the stream and will grant no more credit. The call's result says why.
-      if (!this.pending.has(stream)) throw new WarrenError('unavailable', `the sandbox agent closed stream ${stream}`);
+      if (!open()) throw new WarrenError('unavailable', `the sandbox agent closed stream ${stream}`);
       state.inflight += length;
       // One writev for the header and the pieces: no copy of the payload into a frame buffer.
       this.output.cork();
@@ -284,6 +335,10 @@ export class GuestClient {
   private onMessage(payload: Buffer): void {
     const msg = JSON.parse(payload.toString('utf8')) as GuestResponse | GuestEvent;
     if ('event' in msg) {
+      if (msg.event === 'net.open') {
+        this.openTunnel(msg.stream);
+        return;
+      }
       if (msg.event === 'credit') {
         const state = this.creditWaiters.get(msg.stream);
         if (state) {
@@ -293,6 +348,10 @@ export class GuestClient {
           wake?.();
         }
         return;
+      }
+      if (msg.event === 'stream-error') {
+        this.tunnels.delete(msg.stream);
+        this.creditWaiters.get(msg.stream)?.wake?.();
       }
       this.streams.get(msg.stream)?.onEvent?.(msg);
       return;

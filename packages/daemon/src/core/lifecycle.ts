@@ -13,7 +13,7 @@
  */
 import { WarrenError, type SandboxState } from '@warren/protocol';
 
-export type Operation = 'exec' | 'files' | 'processes' | 'setTtl' | 'kill' | 'get' | 'hibernate' | 'resume' | 'fork' | 'snapshot';
+export type Operation = 'exec' | 'files' | 'processes' | 'setTtl' | 'kill' | 'get' | 'hibernate' | 'resume' | 'fork' | 'snapshot' | 'setNetwork';
 
 /** Calls on a hibernated (or hibernating) sandbox are accepted: they resume it first. */
 const AWAKE_OR_ASLEEP: SandboxState[] = ['running', 'hibernating', 'hibernated'];
@@ -28,6 +28,7 @@ const ACCEPTS: Record<Operation, SandboxState[]> = {
   fork: AWAKE_OR_ASLEEP,
   snapshot: AWAKE_OR_ASLEEP,
   setTtl: ['creating', ...AWAKE_OR_ASLEEP],
+  setNetwork: ['creating', ...AWAKE_OR_ASLEEP],
   kill: ['creating', ...AWAKE_OR_ASLEEP, 'dead'],
   get: ['creating', ...AWAKE_OR_ASLEEP, 'dead'],
 };

@@ -7,7 +7,8 @@ import { DEFAULT_RESOURCES } from '@warren/protocol';
 import { Registry, type SandboxRecord } from './registry.js';
 
 function record(id: string, metadata: Record<string, string>, expiresAt = Date.now() + 60_000): SandboxRecord {
-  return { id, template: 'base', state: 'running', createdAt: Date.now(), expiresAt, metadata, env: {}, resources: DEFAULT_RESOURCES, rootfs: '/x', apiKeyId: 'admin', boot: 'cold' };
+  return { id, template: 'base', state: 'running', createdAt: Date.now(), expiresAt, metadata, env: {}, resources: DEFAULT_RESOURCES, rootfs: '/x', apiKeyId: 'admin', boot: 'cold',
+    network: [] };
 }
 
 test('registry filters by metadata and state, pages by id, finds expired records', () => {

@@ -23,6 +23,8 @@ export interface SandboxRecord {
   idleSeconds?: number;
   /** The parent sandbox (boot 'fork') or snapshot (boot 'snapshot'). */
   source?: string;
+  /** Egress allow rules (validated); empty: nothing outside is reachable. */
+  network: string[];
 }
 
 /** A saved sandbox (memory, processes, files) that new sandboxes can start from. */
@@ -54,6 +56,7 @@ interface Row {
   boot: string;
   idle_seconds: number | null;
   source: string | null;
+  network: string;
 }
 
 export interface ListQuery {
@@ -116,6 +119,7 @@ export class Registry {
     if (!columns.includes('boot')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN boot TEXT NOT NULL DEFAULT 'cold'");
     if (!columns.includes('idle_seconds')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN idle_seconds INTEGER');
     if (!columns.includes('source')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN source TEXT');
+    if (!columns.includes('network')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT '[]'");
   }
 
   /** The same database, for stores that keep their own tables in it (core/usage.ts). */
@@ -130,8 +134,8 @@ export class Registry {
   insert(r: SandboxRecord): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source)
-         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source)`,
+        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source, network)
+         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source, @network)`,
       )
       .run(toRow(r));
   }
@@ -147,6 +151,10 @@ export class Registry {
 
   setBoot(id: string, boot: BootKind): void {
     this.db.prepare('UPDATE sandboxes SET boot = ? WHERE id = ?').run(boot, id);
+  }
+
+  setNetwork(id: string, rules: string[]): void {
+    this.db.prepare('UPDATE sandboxes SET network = ? WHERE id = ?').run(JSON.stringify(rules), id);
   }
 
   setExpiry(id: string, expiresAt: number): void {
@@ -251,6 +259,7 @@ function toRow(r: SandboxRecord): Row {
     boot: r.boot,
     idle_seconds: r.idleSeconds ?? null,
     source: r.source ?? null,
+    network: JSON.stringify(r.network),
   };
 }
 
@@ -270,6 +279,7 @@ function fromRow(row: Row): SandboxRecord {
     boot: row.boot as BootKind,
     ...(row.idle_seconds !== null ? { idleSeconds: row.idle_seconds } : {}),
     ...(row.source !== null ? { source: row.source } : {}),
+    network: JSON.parse(row.network) as string[],
   };
 }
 

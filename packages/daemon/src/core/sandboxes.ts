@@ -3,7 +3,7 @@
  * sandbox's guest channel. Holds the only in-memory map of live sandboxes; the registry
  * holds the durable truth.
  */
-import { rename } from 'node:fs/promises';
+import { mkdir, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import {
@@ -19,7 +19,11 @@ import {
   type ForkRequest,
   type ForkResult,
   DEFAULT_MAX_FORK_COUNT,
+  type NetworkPolicy,
 } from '@warren/protocol';
+import { parsePolicy, policyRules, type EgressPolicy } from '../network/policy.js';
+import { EGRESS_PROXY_PORT } from '@warren/protocol';
+import type { Duplex } from 'node:stream';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
 import type { PoolMember, WarmPool } from './pool.js';
@@ -43,6 +47,8 @@ const HEARTBEAT_MISSES_ALLOWED = 3;
  * cap only keeps a 16-child fork from starting 16 runsc processes together.
  */
 const FORK_RESTORE_CONCURRENCY = 8;
+/** Free disk kept beyond a save's estimated size (runsc's own files, the registry, logs). */
+const IMAGE_HEADROOM_BYTES = 64 * 1024 * 1024;
 /** The agent answers 'quiesce' at once unless it is swamped; a hung one fails the checkpoint. */
 const QUIESCE_TIMEOUT_MS = 10_000;
 
@@ -65,7 +71,26 @@ export interface SandboxServiceOptions {
   images: ImageStore;
   /** Most children one fork may ask for (default DEFAULT_MAX_FORK_COUNT). */
   maxForkCount?: number;
+  /** The daemon's egress proxy (network/proxy.ts); without it tunnels are refused. */
+  egress?: EgressServer;
 }
+
+/** What the sandbox service needs of the egress proxy. */
+export interface EgressServer {
+  serve(conn: Duplex, sandboxId: string, policy: () => EgressPolicy): void;
+  closeAll(sandboxId: string): void;
+}
+
+/** What every command inside sees: clients find the egress proxy through these. */
+const PROXY_URL = `http://127.0.0.1:${EGRESS_PROXY_PORT}`;
+const PROXY_ENV: Record<string, string> = {
+  HTTP_PROXY: PROXY_URL,
+  HTTPS_PROXY: PROXY_URL,
+  http_proxy: PROXY_URL,
+  https_proxy: PROXY_URL,
+  NO_PROXY: 'localhost,127.0.0.1,::1',
+  no_proxy: 'localhost,127.0.0.1,::1',
+};
 
 /** Where a sandbox boots from instead of its template: a saved image. */
 interface ImageSource {
@@ -96,6 +121,8 @@ export class SandboxService {
   private heartbeat?: NodeJS.Timeout;
   /** Hibernate, resume, fork and snapshot of one sandbox run one at a time, in order. */
   private operations = new Map<string, Promise<unknown>>();
+  /** Parsed egress policies, by sandbox, with the rules they were parsed from. */
+  private policies = new Map<string, { rules: string; policy: EgressPolicy }>();
   /** When each sandbox last saw activity (an API call on it, a running command). */
   private lastActive = new Map<string, number>();
 
@@ -125,6 +152,7 @@ export class SandboxService {
       apiKeyId,
       boot: member ? 'pool' : 'cold',
       ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
+      network: egressRules(req.network),
     };
     const log = this.opts.log.child({ sandbox: record.id });
     const undo = new Cleanup(log);
@@ -259,6 +287,7 @@ export class SandboxService {
   private async save(id: string, dir: string, leaveRunning: boolean): Promise<{ checkpointMs: number; heldMs: number }> {
     const live = this.live.get(id);
     if (!live || live.client.closed) throw new WarrenError('unavailable', `sandbox ${id} is not reachable right now; retry shortly`);
+    await this.requireRoomForImage(id, dir);
     await this.opts.images.prepare(dir);
     // From here calls on the sandbox wait in the held channel; its processes keep running
     // until the checkpoint stops them, and (leaveRunning) start again as it returns.
@@ -285,6 +314,22 @@ export class SandboxService {
   }
 
   /**
+   * Refuses a save that would not fit: runsc kills a sandbox whose checkpoint fails midway
+   * (measured with a full disk, 2026-12-02), so the space is checked before it starts.
+   */
+  private async requireRoomForImage(id: string, dir: string): Promise<void> {
+    const needed = (await this.opts.driver.imageSizeEstimate(id)) + IMAGE_HEADROOM_BYTES;
+    const fs = await statfs(path.dirname(dir)).catch(async () => {
+      await mkdir(path.dirname(dir), { recursive: true, mode: 0o700 });
+      return statfs(path.dirname(dir));
+    });
+    const free = fs.bavail * fs.bsize;
+    if (needed > free) {
+      throw new WarrenError('resource_exhausted', `not enough disk for the image of sandbox ${id}: it needs up to ${mb(needed)} MB, ${mb(free)} MB are free under ${path.dirname(dir)}; the sandbox was not touched`);
+    }
+  }
+
+  /**
    * Hibernates a sandbox: its memory, processes and files go to disk, and it then holds no
    * host process and no RAM. Refused while calls on it are in progress (their streams would
    * be cut); running commands are fine, they continue after the resume.
@@ -305,7 +350,8 @@ export class SandboxService {
         await this.save(id, dir, false);
       } catch (err) {
         this.opts.registry.setState(id, 'running');
-        throw new WarrenError('internal', `could not hibernate sandbox ${id}; it keeps running: ${(err as Error).message}`);
+        const code = err instanceof WarrenError ? err.code : 'internal';
+        throw new WarrenError(code, `could not hibernate sandbox ${id}; it keeps running: ${(err as Error).message}`);
       }
       this.opts.meter?.stop(id);
       await this.release(id, 'hibernated', { stopped: true });
@@ -366,11 +412,11 @@ export class SandboxService {
       let parentPausedMs = 0;
       let channelHeldMs = 0;
       let temporary: string | undefined;
-      if (parent.state !== 'hibernated') {
-        temporary = dir = await this.opts.images.forkDir();
-        ({ checkpointMs: parentPausedMs, heldMs: channelHeldMs } = await this.save(id, dir, true));
-      }
       try {
+        if (parent.state !== 'hibernated') {
+          temporary = dir = await this.opts.images.forkDir();
+          ({ checkpointMs: parentPausedMs, heldMs: channelHeldMs } = await this.save(id, dir, true));
+        }
         const children = await settleLimited(FORK_RESTORE_CONCURRENCY, req.count, () =>
           this.createFromImage(recordFromImage(parent, { ...req, idleSeconds: req.idleSeconds ?? parent.idleSeconds }, 'fork', id), {
             image: ImageStore.imagePath(dir),
@@ -448,7 +494,7 @@ export class SandboxService {
     await this.guestOf(record.id).request(
       'configure',
       {
-        env: { ...runtime.env, ...record.env },
+        env: { ...PROXY_ENV, ...runtime.env, ...record.env },
         hostname: record.id,
         pidsLimit: record.resources.pids,
         defaultUser: runtime.user,
@@ -466,6 +512,8 @@ export class SandboxService {
 
   private openChannel(id: string, streams: GuestStreams): Live {
     const client = new GuestClient(streams.fromGuest, streams.toGuest, (raw) => this.explain(id, `agent channel lost (${raw})`));
+    const egress = this.opts.egress;
+    if (egress) client.onTunnel((conn) => egress.serve(conn, id, () => this.policyOf(id)));
     const live: Live = { client, streams, missed: 0, checking: false };
     client.onClose((reason) => {
       if (this.live.get(id) === live) void this.onChannelLost(id, reason);
@@ -475,6 +523,34 @@ export class SandboxService {
 
   get(id: string): SandboxInfo {
     return toInfo(this.record(id, 'get'));
+  }
+
+  /** The sandbox's egress policy as the proxy applies it (nothing allowed when unknown). */
+  private policyOf(id: string): EgressPolicy {
+    const rules = this.opts.registry.get(id)?.network ?? [];
+    let cached = this.policies.get(id);
+    if (!cached || cached.rules !== rules.join('\n')) {
+      cached = { rules: rules.join('\n'), policy: parsePolicy(rules) };
+      this.policies.set(id, cached);
+    }
+    return cached.policy;
+  }
+
+  getNetwork(id: string): NetworkPolicy {
+    return { allow: this.record(id, 'get').network };
+  }
+
+  /**
+   * Replaces the sandbox's egress policy. New connections follow it at once; open ones are
+   * ended, so a tightened policy leaves nothing it no longer allows.
+   */
+  setNetwork(id: string, policy: NetworkPolicy): NetworkPolicy {
+    this.record(id, 'setNetwork');
+    const rules = egressRules(policy);
+    this.opts.registry.setNetwork(id, rules);
+    this.opts.egress?.closeAll(id);
+    this.opts.log.info({ sandbox: id, allow: rules }, 'network policy changed');
+    return { allow: rules };
   }
 
   /** get, plus the host disk it uses: its own writes while running, its image while hibernated. */
@@ -543,6 +619,8 @@ export class SandboxService {
   async teardown(id: string, reason: string): Promise<void> {
     this.opts.meter?.stop(id);
     this.lastActive.delete(id);
+    this.policies.delete(id);
+    this.opts.egress?.closeAll(id);
     await this.release(id, reason);
     await this.opts.images.remove(this.opts.images.hibernated(id));
   }
@@ -616,7 +694,7 @@ export class SandboxService {
       const { busy } = await live.client.request('ping', {}, HEARTBEAT_TIMEOUT_MS);
       live.missed = 0;
       // A running command or an open call is activity; the ping itself was the only call.
-      if (busy > 0 || live.client.busy > 0) this.lastActive.set(id, Date.now());
+      if (busy > 0 || live.client.busy > 0 || live.client.openTunnels > 0) this.lastActive.set(id, Date.now());
       await this.enforceDisk(id);
       idle = this.idleTooLong(id);
     } catch {
@@ -684,8 +762,8 @@ async function settleLimited<T>(limit: number, count: number, task: () => Promis
  * template version, env, resources and key, with the request's ttl, metadata and idleSeconds.
  */
 function recordFromImage(
-  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'>,
-  req: { ttlSeconds?: number; metadata?: SandboxRecord['metadata']; idleSeconds?: number; env?: Record<string, string>; resources?: ResolvedResources },
+  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & { network?: string[] },
+  req: { ttlSeconds?: number; metadata?: SandboxRecord['metadata']; idleSeconds?: number; env?: Record<string, string>; resources?: ResolvedResources; network?: NetworkPolicy },
   boot: BootKind,
   source: string,
 ): SandboxRecord {
@@ -704,7 +782,18 @@ function recordFromImage(
     boot,
     source,
     ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
+    // A fork keeps its parent's policy; a snapshot's sandbox gets the request's (default: none).
+    network: req.network ? egressRules(req.network) : (from.network ?? []),
   };
+}
+
+/** The request's allow rules, validated (400 naming a bad rule); none: nothing is reachable. */
+function egressRules(policy: NetworkPolicy | undefined): string[] {
+  return policy ? policyRules(parsePolicy(policy.allow)) : [];
+}
+
+function mb(bytes: number): number {
+  return Math.round(bytes / 1e6);
 }
 
 function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {

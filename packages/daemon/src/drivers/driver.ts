@@ -55,4 +55,6 @@ export interface SandboxDriver {
   diagnose(id: string): Promise<DeathCause>;
   /** Bytes of host disk the sandbox's own writes occupy. */
   diskUsage(id: string): Promise<number>;
+  /** An upper estimate of the bytes a checkpoint of the sandbox writes (its memory and own files). */
+  imageSizeEstimate(id: string): Promise<number>;
 }

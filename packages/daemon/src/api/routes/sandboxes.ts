@@ -1,12 +1,13 @@
 /** /v1/sandboxes: create, list, get, kill, ttl, hibernate, resume, fork, snapshot. */
 import { Hono } from 'hono';
-import { CreateSandboxRequest, CreateSnapshotRequest, ForkRequest, SandboxStates, SetTtlRequest, WarrenError, type SandboxState } from '@warren/protocol';
+import { CreateSandboxRequest, CreateSnapshotRequest, ForkRequest, NetworkPolicy, SandboxStates, SetTtlRequest, WarrenError, type EgressList, type SandboxState } from '@warren/protocol';
+import type { EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { SnapshotService } from '../../core/snapshots.js';
 import type { AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotService): Hono<AuthVars> {
+export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotService, egress: EgressLog): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
 
   app.post('/', async (c) => {
@@ -30,6 +31,30 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
   });
 
   app.get('/:id', async (c) => c.json(await sandboxes.getWithDisk(c.req.param('id'))));
+
+  app.get('/:id/network', (c) => c.json(sandboxes.getNetwork(c.req.param('id'))));
+
+  app.put('/:id/network', async (c) => c.json(sandboxes.setNetwork(c.req.param('id'), parse(NetworkPolicy, await jsonBody(c)))));
+
+  app.get('/:id/egress', (c) => {
+    const id = c.req.param('id');
+    sandboxes.get(id); // 404 for unknown sandboxes
+    const after = optionalInteger(c.req.query('after'), 'after', 0, Number.MAX_SAFE_INTEGER);
+    const limit = optionalInteger(c.req.query('limit'), 'limit', 1, 1000) ?? 100;
+    const entries = egress.list(id, { afterId: after, limit }).map((e) => ({
+      id: e.id,
+      time: new Date(e.time).toISOString(),
+      host: e.host,
+      port: e.port,
+      ...(e.method ? { method: e.method } : {}),
+      ...(e.path ? { path: e.path } : {}),
+      bytesUp: e.bytesUp,
+      bytesDown: e.bytesDown,
+      decision: e.decision,
+      ...(e.reason ? { reason: e.reason } : {}),
+    }));
+    return c.json({ entries } satisfies EgressList);
+  });
 
   app.post('/:id/hibernate', async (c) => c.json(await sandboxes.hibernate(c.req.param('id'))));
 
@@ -56,4 +81,11 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
   });
 
   return app;
+}
+
+function optionalInteger(text: string | undefined, name: string, min: number, max: number): number | undefined {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!Number.isInteger(n) || n < min || n > max) throw new WarrenError('invalid_argument', `${name} must be an integer from ${min} to ${max}`);
+  return n;
 }

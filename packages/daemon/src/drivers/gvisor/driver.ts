@@ -73,7 +73,11 @@ export class GvisorDriver implements SandboxDriver {
       const args = ['checkpoint', '--compression=none', ...(opts.leaveRunning ? ['--leave-running'] : []), '--image-path', imageDir, id];
       await this.runsc.run(args, CHECKPOINT_TIMEOUT_MS);
     } catch (err) {
-      throw new WarrenError('internal', `checkpoint of sandbox ${id} failed: ${(err as Error).message}`);
+      const why = (err as Error).message;
+      if (/no space left on device/i.test(why)) {
+        throw new WarrenError('resource_exhausted', `not enough disk for the image of sandbox ${id} (under ${imageDir}): ${lastLines(why)}`);
+      }
+      throw new WarrenError('internal', `checkpoint of sandbox ${id} failed: ${why}`);
     }
   }
 
@@ -237,6 +241,16 @@ export class GvisorDriver implements SandboxDriver {
       if (st) total += st.blocks * 512;
     }
     return total;
+  }
+
+  /**
+   * The sandbox's memory cgroup usage (the Sentry's memory file, where guest memory and the
+   * overlay's upper layer live, plus its own heap) and the filestore: more than the image
+   * takes, never less.
+   */
+  async imageSizeEstimate(id: string): Promise<number> {
+    const memory = Number((await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.usage_in_bytes')) ?? 0);
+    return memory + (await this.diskUsage(id));
   }
 
   /** Drops runsc's state files of a container (a last resort, or after removeStopped). */

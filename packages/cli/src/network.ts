@@ -1,0 +1,54 @@
+/** `warren net` and `warren egress`: a sandbox's egress policy and its audit log. */
+import type { Command } from 'commander';
+import { Sandbox, type EgressEntry } from '@warren/sdk';
+import { collect, printJson, table } from './output.js';
+
+const FOLLOW_POLL_MS = 1000;
+
+export function registerNetworkCommands(program: Command): void {
+  program
+    .command('net')
+    .description('show or replace what a sandbox may reach through the egress proxy')
+    .argument('<id>')
+    .option('--allow <rule>', 'DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT], repeatable; replaces the rules', collect, [])
+    .option('--deny-all', 'remove every rule: nothing outside is reachable')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { allow: string[]; denyAll?: boolean; json?: boolean }) => {
+      if (opts.denyAll && opts.allow.length) throw new Error('give --allow rules or --deny-all, not both');
+      const sbx = await Sandbox.connect(id);
+      const policy = opts.denyAll || opts.allow.length ? await sbx.setNetwork({ allow: opts.denyAll ? [] : opts.allow }) : await sbx.getNetwork();
+      if (opts.json) printJson(policy);
+      else process.stdout.write(policy.allow.length ? policy.allow.map((r) => `allow ${r}\n`).join('') : 'nothing allowed (all egress is refused)\n');
+    });
+
+  program
+    .command('egress')
+    .description('the egress audit log of a sandbox: every attempt, allowed or refused')
+    .argument('<id>')
+    .option('--follow', 'keep printing new attempts until interrupted')
+    .option('--json', 'print JSON lines')
+    .action(async (id: string, opts: { follow?: boolean; json?: boolean }) => {
+      const sbx = await Sandbox.connect(id);
+      let after = 0;
+      let header = !opts.json;
+      for (;;) {
+        const entries = await sbx.egressLog({ after, limit: 1000 });
+        if (entries.length) after = entries[entries.length - 1].id;
+        if (opts.json) for (const e of entries) process.stdout.write(JSON.stringify(e) + '\n');
+        else if (entries.length || header) {
+          process.stdout.write(egressRows(entries, header));
+          header = false;
+        }
+        if (!opts.follow) return;
+        if (entries.length < 1000) await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
+      }
+    });
+}
+
+function egressRows(entries: EgressEntry[], header: boolean): string {
+  const rows = header ? [['TIME', 'DECISION', 'METHOD', 'HOST', 'PORT', 'PATH', 'UP', 'DOWN', 'REASON']] : [];
+  for (const e of entries) {
+    rows.push([e.time.replace('T', ' ').slice(0, 23), e.decision, e.method ?? '-', e.host, String(e.port), e.path ?? '-', String(e.bytesUp), String(e.bytesDown), e.reason ?? '']);
+  }
+  return rows.length ? table(rows) : '';
+}
