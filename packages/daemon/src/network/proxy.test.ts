@@ -246,6 +246,24 @@ test('a forged Host header and an origin-form request get 400 and are audited as
   }
 });
 
+test('a chunked body stays framed upstream, even on GET (no request smuggling past the Host check)', async () => {
+  const p = await startProxy(fullAccess());
+  try {
+    const smuggled = `GET http://evil.test/ HTTP/1.1\r\nHost: evil.test\r\n\r\n`;
+    const body = `${smuggled.length.toString(16)}\r\n${smuggled}\r\n0\r\n\r\n`;
+    const response = await rawExchange(
+      p.port,
+      `GET http://allowed.test:${httpPort}/first HTTP/1.1\r\nHost: allowed.test:${httpPort}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`,
+    );
+    assert.match(response, /^HTTP\/1\.1 200 /);
+    const seen = JSON.parse(response.slice(response.indexOf('{'), response.lastIndexOf('}') + 1));
+    assert.equal(seen.url, '/first');
+    assert.equal(seen.body, smuggled, 'the inner request arrived as body, not as a second request');
+  } finally {
+    p.close();
+  }
+});
+
 test('CONNECT with a matching SNI carries TLS end to end', async () => {
   const p = await startProxy(fullAccess());
   try {

@@ -153,9 +153,9 @@ export class EgressProxy {
       this.log.debug({ sandbox: sandboxId, err: err.code ?? err.message }, 'egress proxy: client connection error');
       conn.destroy();
     });
+    if (conn.destroyed) return; // the sandbox side hung up before it was handed over
     this.clients.set(conn, { sandboxId, policy });
     this.track(sandboxId, conn);
-    if (conn.destroyed) return; // closeAll ran between the tunnel's accept and this call
     this.server.emit('connection', conn);
   }
 
