@@ -1,0 +1,173 @@
+/**
+ * Egress through the daemon's proxy, against real sandboxes: nothing is reachable by default;
+ * an allow rule opens exactly one host:port; policies change at runtime and are inherited by
+ * forks; every attempt is in the audit log. Upstream servers are ones this test starts on
+ * 127.0.0.1, allowed by explicit IP rules. Everything refused here is refused before any
+ * packet leaves: by the proxy's name check before DNS, or inside the sandbox, which has no
+ * network device.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import { Sandbox, WarrenError } from '@warren/sdk';
+import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+
+const T = { timeout: 180_000 };
+let d: DaemonHandle | undefined;
+let plain: http.Server;
+let secure: https.Server;
+let plainPort = 0;
+let securePort = 0;
+let certDir = '';
+
+before(async () => {
+  d = await startDaemon();
+  plain = http.createServer((req, res) => res.end(`plain ${req.method} ${req.url} host=${req.headers.host}\n`));
+  await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
+  plainPort = (plain.address() as AddressInfo).port;
+  certDir = mkdtempSync('/tmp/warren-net-test-');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem'), '-days', '1'], { stdio: 'ignore' });
+  secure = https.createServer({ key: readFileSync(path.join(certDir, 'key.pem')), cert: readFileSync(path.join(certDir, 'cert.pem')) }, (_req, res) => res.end('secret-free hello over tls\n'));
+  await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
+  securePort = (secure.address() as AddressInfo).port;
+});
+
+after(async () => {
+  plain?.close();
+  secure?.close();
+  rmSync(certDir, { recursive: true, force: true });
+  await stopAndCheckClean(d);
+});
+
+/** curl through the sandbox's proxy (127.0.0.1 is in NO_PROXY, so the test overrides that). */
+async function curl(sbx: Sandbox, url: string, extra: string[] = []): Promise<{ code: number; out: string }> {
+  const r = await sbx.exec(['curl', '-fsS', '-k', '--noproxy', '', '--max-time', '20', ...extra, url]);
+  return { code: r.exitCode ?? -1, out: r.stdout + r.stderr };
+}
+
+test('a sandbox without a policy reaches nothing; the proxy variables are set', T, async () => {
+  const sbx = await d!.create();
+  try {
+    const env = (await sbx.exec('env | grep -i _proxy= | sort', { check: true })).stdout;
+    assert.match(env, /^HTTPS_PROXY=http:\/\/127\.0\.0\.1:3128$/m);
+    assert.match(env, /^http_proxy=http:\/\/127\.0\.0\.1:3128$/m);
+    assert.deepEqual(await sbx.getNetwork(), { allow: [] });
+    const denied = await curl(sbx, `http://127.0.0.1:${plainPort}/`);
+    assert.notEqual(denied.code, 0);
+    assert.match(denied.out, /403/);
+    const name = await curl(sbx, 'https://denied.invalid/');
+    assert.notEqual(name.code, 0);
+    const log = await sbx.egressLog();
+    assert.ok(log.some((e) => e.host === '127.0.0.1' && e.port === plainPort && e.decision === 'denied'), JSON.stringify(log));
+    assert.ok(log.some((e) => e.host === 'denied.invalid' && e.method === 'CONNECT' && e.decision === 'denied'), JSON.stringify(log));
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('an allow rule opens exactly that host:port, for HTTP and HTTPS, and is audited', T, async () => {
+  const sbx = await d!.create({ network: { allow: [`127.0.0.1:${plainPort}`, `127.0.0.1:${securePort}`] } });
+  try {
+    const r = await curl(sbx, `http://127.0.0.1:${plainPort}/hello?x=1`);
+    assert.equal(r.code, 0, r.out);
+    assert.equal(r.out, `plain GET /hello?x=1 host=127.0.0.1:${plainPort}\n`);
+    const s = await curl(sbx, `https://127.0.0.1:${securePort}/`);
+    assert.equal(s.code, 0, s.out);
+    assert.equal(s.out, 'secret-free hello over tls\n');
+    // node and python clients inside work through the same variables.
+    const py = await sbx.exec(['python3', '-c', `import urllib.request, os; os.environ['NO_PROXY'] = ''; os.environ['no_proxy'] = ''; print(urllib.request.urlopen('http://127.0.0.1:${plainPort}/py').read().decode().strip())`]);
+    assert.equal(py.stdout.trim(), `plain GET /py host=127.0.0.1:${plainPort}`, py.stderr);
+
+    // The daemon's own API port is a local service of the host: not allowed by these rules.
+    const api = await curl(sbx, `${d!.url}/v1/health`);
+    assert.notEqual(api.code, 0);
+    assert.match(api.out, /403/);
+    // A forged Host header is refused.
+    const forged = await curl(sbx, `http://127.0.0.1:${plainPort}/`, ['-H', 'Host: other.invalid']);
+    assert.notEqual(forged.code, 0, forged.out);
+
+    const log = await sbx.egressLog();
+    const get = log.find((e) => e.method === 'GET' && e.path === '/hello?x=1');
+    assert.ok(get, JSON.stringify(log));
+    assert.equal(get.decision, 'allowed');
+    assert.ok(get.bytesDown > 0);
+    await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.method === 'CONNECT' && e.port === securePort && e.decision === 'allowed' && e.bytesUp > 0 && e.bytesDown > 0));
+    assert.ok(log.some((e) => e.port === Number(new URL(d!.url).port) && e.decision === 'denied'));
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('attacks from root inside the sandbox are refused before anything leaves', T, async () => {
+  const sbx = await d!.create({ network: { allow: [`127.0.0.1:${securePort}`] } });
+  try {
+    // No network device: a direct connection has no route (192.0.2.0/24 is documentation space).
+    const direct = await sbx.exec(['python3', '-c', "import socket; socket.create_connection(('192.0.2.1', 80), timeout=3)"], { user: 'root' });
+    assert.notEqual(direct.exitCode, 0);
+    assert.match(direct.stderr, /unreachable|Errno 101|Errno 113|timed out/i);
+    // Raw sockets and DNS to an outside resolver do not exist either.
+    const raw = await sbx.exec(['python3', '-c', 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)'], { user: 'root' });
+    assert.notEqual(raw.exitCode, 0);
+    const dns = await sbx.exec(['python3', '-c', "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(b'x', ('192.0.2.53', 53)); s.recv(10)"], { user: 'root' });
+    assert.notEqual(dns.exitCode, 0);
+    // Unsetting the proxy variables leaves no way out.
+    const unset = await sbx.exec(['env', '-u', 'HTTPS_PROXY', '-u', 'https_proxy', 'curl', '-sk', '--max-time', '5', `https://127.0.0.1:${securePort}/`]);
+    assert.notEqual(unset.exitCode, 0);
+    // A TLS handshake whose SNI differs from the CONNECT host is cut.
+    const sni = await sbx.exec(['python3', '-c', `
+import socket, ssl
+s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
+s.sendall(b'CONNECT 127.0.0.1:${securePort} HTTP/1.1\\r\\nHost: 127.0.0.1:${securePort}\\r\\n\\r\\n')
+assert b' 200 ' in s.recv(4096)
+ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
+t = ctx.wrap_socket(s, server_hostname='evil.invalid')
+print('handshake passed')
+`]);
+    assert.notEqual(sni.exitCode, 0, sni.stdout);
+    await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.decision === 'denied' && /SNI/.test(e.reason ?? '')));
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('policies change at runtime, are validated, and forks inherit them', T, async () => {
+  await assert.rejects(d!.create({ network: { allow: ['not a rule!'] } }), (e: WarrenError) => e.status === 400 && e.message.includes('not a rule!'));
+  const sbx = await d!.create();
+  try {
+    await assert.rejects(sbx.setNetwork({ allow: ['10.0.0.0/33'] }), (e: WarrenError) => e.status === 400 && e.message.includes('10.0.0.0/33'));
+    assert.notEqual((await curl(sbx, `http://127.0.0.1:${plainPort}/`)).code, 0);
+    assert.deepEqual(await sbx.setNetwork({ allow: [`127.0.0.1:${plainPort}`] }), { allow: [`127.0.0.1:${plainPort}`] });
+    assert.equal((await curl(sbx, `http://127.0.0.1:${plainPort}/`)).code, 0);
+
+    const [child] = await sbx.forkTree(1);
+    assert.deepEqual(await child.getNetwork(), { allow: [`127.0.0.1:${plainPort}`] });
+    const viaChild = await curl(child, `http://127.0.0.1:${plainPort}/child`);
+    assert.equal(viaChild.code, 0, viaChild.out);
+    assert.ok((await child.egressLog()).some((e) => e.path === '/child'));
+    assert.equal((await sbx.egressLog()).some((e) => e.path === '/child'), false, 'audit is per sandbox');
+    await child.kill();
+
+    // After a hibernate the policy and the proxy still work.
+    await sbx.hibernate();
+    assert.equal((await curl(sbx, `http://127.0.0.1:${plainPort}/after`)).code, 0);
+
+    await sbx.setNetwork({ allow: [] });
+    assert.notEqual((await curl(sbx, `http://127.0.0.1:${plainPort}/`)).code, 0);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+async function eventuallyTrue(fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await fn()) return;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  assert.fail('condition not reached in time');
+}
