@@ -78,4 +78,24 @@ echo
 $w info "$web" | grep -E '^state'
 $w rm "$web" $kids >/dev/null
 trap - EXIT
+
+log "egress: a sandbox reaches nothing by default; an allow rule opens one host through the daemon's proxy"
+# A server on this machine's loopback stands in for a package registry.
+tmp_port=$(mktemp)
+node -e "const s = require('http').createServer((q, r) => r.end('hello from the host, via the egress proxy\n')); s.listen(0, '127.0.0.1', () => console.log(s.address().port))" >"$tmp_port" &
+server=$!
+for _ in $(seq 50); do [ -s "$tmp_port" ] && break; sleep 0.1; done
+port=$(cat "$tmp_port")
+net=$($w create --ttl 600)
+trap '$w rm "$net" >/dev/null 2>&1 || true; kill $server 2>/dev/null || true; rm -f "$tmp_port"' EXIT
+echo "  without a rule (refused by the proxy, nothing is sent):"
+$w exec "$net" -- curl -sS --noproxy '' --max-time 10 "http://127.0.0.1:$port/" 2>&1 | sed 's/^/    /' || true
+$w net "$net" --allow "127.0.0.1:$port" | sed 's/^/  /'
+echo "  with it:"
+$w exec "$net" -- curl -sS --noproxy '' --max-time 10 "http://127.0.0.1:$port/" | sed 's/^/    /'
+$w egress "$net"
+$w rm "$net" >/dev/null
+kill $server 2>/dev/null || true
+rm -f "$tmp_port"
+trap - EXIT
 log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"

@@ -19,6 +19,9 @@ import {
   type GuestResponse,
 } from '@warren/protocol';
 
+/** An egress connection with no bytes either way for this long is closed. */
+const TUNNEL_IDLE_MS = 120_000;
+
 export interface StreamHandlers {
   onData?(chunk: Buffer): void;
   onEnd?(): void;
@@ -124,7 +127,28 @@ export class GuestClient {
       },
     });
     const conn = Duplex.from({ readable, writable });
+    // An idle keep-alive connection would count as activity forever and keep the sandbox
+    // from hibernating; clients reconnect when they need to.
+    let idle = setTimeout(() => conn.destroy(), TUNNEL_IDLE_MS);
+    const touch = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => conn.destroy(), TUNNEL_IDLE_MS);
+    };
+    const handlers = this.streams.get(stream);
+    const deliver = handlers?.onData;
+    if (handlers && deliver) {
+      handlers.onData = (chunk) => {
+        touch();
+        deliver(chunk);
+      };
+    }
+    const write = writable.write.bind(writable);
+    writable.write = ((...args: Parameters<Writable['write']>) => {
+      touch();
+      return write(...args);
+    }) as Writable['write'];
     conn.on('close', () => {
+      clearTimeout(idle);
       this.tunnels.delete(stream);
       this.creditWaiters.delete(stream);
     });
