@@ -8,7 +8,7 @@ import { startDaemon, stopAndCheckClean, type DaemonHandle } from '@warren/tests
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'templates', 'machine'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -31,6 +31,12 @@ export const DEFAULT_ITERS = {
   machine: 5,
   /** Forks of 8 children (machine suite): about 1 GB of restores each. */
   fork8: 2,
+  /** HTTPS requests per egress latency row (proxied and direct interleaved). */
+  egress: 100,
+  /** 256 MiB downloads per egress throughput row (the four paths interleaved). */
+  egressbulk: 3,
+  /** Rounds of 200 concurrent connections from one sandbox, through the proxy and direct. */
+  egressconc: 3,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

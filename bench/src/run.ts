@@ -5,6 +5,7 @@
  *   node bench/dist/run.js create exec files spawn rss     # a subset, any order
  *   node bench/dist/run.js templates --n templates=8,rebuild=4  # baked/pooled creates, rebuilds
  *   node bench/dist/run.js machine --n machine=8,fork8=3     # fork, hibernate, snapshot vs raw checkpoint/restore
+ *   node bench/dist/run.js egress --n egress=200,egressbulk=5   # HTTPS through the egress proxy vs direct
  *   node bench/dist/run.js exec --n exec=300,spawn=200      # iteration counts
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
@@ -23,6 +24,7 @@ import { runRss } from './suites/rss.js';
 import { runSpawn } from './suites/spawn.js';
 import { runTemplates } from './suites/templates.js';
 import { runMachine } from './suites/machine.js';
+import { runEgress } from './suites/egress.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -32,6 +34,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   spawn: runSpawn,
   templates: runTemplates,
   machine: runMachine,
+  egress: runEgress,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -41,6 +44,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   spawn: ['spawn (inside gVisor)', 'spawn (host, for comparison)'],
   templates: ['templates (create)', 'templates (rebuild)'],
   machine: ['machine (fork)', 'machine (hibernate)', 'machine (disk)'],
+  egress: ['egress (latency)', 'egress (throughput)', 'egress (concurrency)'],
 };
 
 function usage(msg?: string, code = 2): never {
@@ -80,7 +84,7 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
   }
   const s = scaleArg ?? scale;
   if (!(s > 0)) usage('scale must be a positive number');
-  for (const k of Object.keys(iters) as (keyof Iters)[]) iters[k] = Math.max(k === 'files' || k === 'rss' || k === 'create' || k === 'templates' || k === 'rebuild' || k === 'machine' || k === 'fork8' ? 2 : 5, Math.round(iters[k] * s));
+  for (const k of Object.keys(iters) as (keyof Iters)[]) iters[k] = Math.max(k === 'files' || k === 'rss' || k === 'create' || k === 'templates' || k === 'rebuild' || k === 'machine' || k === 'fork8' || k === 'egressbulk' || k === 'egressconc' ? 2 : 5, Math.round(iters[k] * s));
   parseIters(process.env.BENCH_N, iters);
   parseIters(nSpec, iters);
   // rss first: it wants a fresh daemon before anything else has run in it.
