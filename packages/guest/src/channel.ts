@@ -62,10 +62,20 @@ export class Channel {
     else this.closeHandlers.push(fn);
   }
 
-  /** Runs when the current conversation ends: at close, or when a 'hello' starts a new one. */
-  onConversationEnd(fn: () => void): void {
-    if (this.closed) fn();
-    else this.conversationEndHandlers.push(fn);
+  /**
+   * Runs when the current conversation ends: at close, or when a 'hello' starts a new one.
+   * Returns a function that drops the handler (for things that end before the conversation).
+   */
+  onConversationEnd(fn: () => void): () => void {
+    if (this.closed) {
+      fn();
+      return () => undefined;
+    }
+    this.conversationEndHandlers.push(fn);
+    return () => {
+      const i = this.conversationEndHandlers.indexOf(fn);
+      if (i >= 0) this.conversationEndHandlers.splice(i, 1);
+    };
   }
 
   close(): void {

@@ -17,7 +17,8 @@ export class EgressTunnels {
   constructor(private daemon: () => Channel | undefined) {}
 
   listen(): void {
-    const server = net.createServer((socket) => this.tunnel(socket));
+    // No Nagle: small writes (TLS handshakes, requests) would wait up to 40 ms for an ACK.
+    const server = net.createServer({ noDelay: true }, (socket) => this.tunnel(socket));
     server.on('error', (err) => process.stderr.write(`warren-agent: egress listener on 127.0.0.1:${EGRESS_PROXY_PORT} failed: ${err.message}\n`));
     server.listen(EGRESS_PROXY_PORT, '127.0.0.1');
   }
@@ -42,10 +43,11 @@ export class EgressTunnels {
     };
     // A new conversation (a restored or forked sandbox, a daemon restart) has no use for
     // connections of the old one: their clients see a reset and reconnect.
-    channel.onConversationEnd(() => {
+    const forget = channel.onConversationEnd(() => {
       finished = true;
       socket.destroy();
     });
+    socket.on('close', () => forget());
 
     let unacked = 0;
     channel.acceptStream(stream, {

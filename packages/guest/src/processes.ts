@@ -23,6 +23,8 @@ const BASE_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'
 interface Subscriber {
   channel: Channel;
   stream: number;
+  /** Drops its conversation-end handler once the process has exited. */
+  forget: () => void;
 }
 
 interface OutputFile {
@@ -229,10 +231,10 @@ export class ProcessTable {
   }
 
   private addSubscriber(t: Tracked, channel: Channel, stream: number): void {
-    const sub = { channel, stream };
-    t.subscribers.add(sub);
     // A subscription belongs to one conversation: a restored sandbox's new daemon never asked for it.
-    channel.onConversationEnd(() => t.subscribers.delete(sub));
+    const sub: Subscriber = { channel, stream, forget: () => undefined };
+    sub.forget = channel.onConversationEnd(() => t.subscribers.delete(sub));
+    t.subscribers.add(sub);
   }
 
   private openOutput(pid: number, name: string): OutputFile {
@@ -255,6 +257,7 @@ export class ProcessTable {
     if (signal) t.info.signal = signal;
     t.info.endedAt = new Date().toISOString();
     for (const s of t.subscribers) sendExit(t, s.channel, s.stream);
+    for (const s of t.subscribers) s.forget();
     t.subscribers.clear();
     t.stdin.destroy();
     for (const file of [t.out, t.err]) {

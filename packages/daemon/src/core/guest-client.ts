@@ -110,14 +110,47 @@ export class GuestClient {
     this.tunnels.add(stream);
     const readable = this.readableFor(stream);
     let ended = false;
+    // Upstream sockets hand over 16 to 64 KiB at a time; each Data frame costs a trip through
+    // the Sentry, so what arrives within one turn of the event loop goes out together, in
+    // frames of up to MAX_FRAME_PAYLOAD.
+    let batch: Buffer[] = [];
+    let batched = 0;
+    let flushing: Promise<void> | undefined;
+    const flush = (): Promise<void> => {
+      flushing ??= new Promise<void>((resolve) => setImmediate(resolve))
+        .then(async () => {
+          while (batch.length) {
+            const parts = batch;
+            batch = [];
+            batched = 0;
+            await this.sendData(stream, parts);
+          }
+        })
+        .finally(() => {
+          flushing = undefined;
+          // Chunks written after the loop's last look (from a write callback) go next.
+          if (batch.length) void flush().catch((err: Error) => writable.destroy(err));
+        });
+      return flushing;
+    };
     const writable = new Writable({
       write: (chunk: Buffer, _encoding, done) => {
-        this.sendData(stream, chunk).then(() => done(), done);
+        batch.push(chunk);
+        batched += chunk.length;
+        const sent = flush();
+        // Backpressure: hold the writer once a full frame waits, so memory stays bounded.
+        if (batched >= MAX_FRAME_PAYLOAD) sent.then(() => done(), done);
+        else done();
       },
       final: (done) => {
         ended = true;
-        this.sendEnd(stream);
-        done();
+        const drained = async () => {
+          while (flushing || batch.length) await (flushing ?? flush());
+        };
+        drained().then(() => {
+          this.sendEnd(stream);
+          done();
+        }, done);
       },
       destroy: (err, done) => {
         if (!ended && this.tunnels.has(stream)) this.notify('cancel', { stream });

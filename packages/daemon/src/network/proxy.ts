@@ -380,7 +380,8 @@ export class EgressProxy {
 
   private connect(sandboxId: string, address: string, port: number): Promise<net.Socket> {
     return new Promise((resolve, reject) => {
-      const socket = net.connect({ host: address, port });
+      // No Nagle: small writes (TLS handshakes, requests) would wait up to 40 ms for an ACK.
+      const socket = net.connect({ host: address, port, noDelay: true });
       this.track(sandboxId, socket);
       const timer = setTimeout(() => socket.destroy(Object.assign(new Error('connect timed out'), { code: 'ETIMEDOUT' })), this.connectTimeoutMs);
       const failed = (err: Error) => {
