@@ -12,7 +12,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import https from 'node:https';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { Sandbox, WarrenError } from '@warren/sdk';
 import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
@@ -158,6 +158,91 @@ test('policies change at runtime, are validated, and forks inherit them', T, asy
 
     await sbx.setNetwork({ allow: [] });
     assert.notEqual((await curl(sbx, `http://127.0.0.1:${plainPort}/`)).code, 0);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+const UPGRADE_ECHO = `require('http').createServer((q, s) => s.end('plain')).on('upgrade', (req, sock) => { sock.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n'); sock.pipe(sock); }).listen(3001, '127.0.0.1')`;
+const COUNTER = `let n = 0; require('http').createServer((q, s) => s.end(JSON.stringify({ n: ++n, url: q.url, cookie: q.headers.cookie ?? null, auth: q.headers.authorization ?? null }))).listen(3000, '127.0.0.1')`;
+
+/** A request to the daemon with the port URL's Host header (node does not resolve *.localhost). */
+function viaDaemon(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; setCookie: string[] }> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: Number(u.port), path: u.pathname + u.search, headers: { host: u.host, ...headers } }, (res) => {
+      let body = '';
+      res.on('data', (d: Buffer) => (body += d.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, setCookie: res.headers['set-cookie'] ?? [] }));
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes a hibernated sandbox', T, async () => {
+  const sbx = await d!.create();
+  try {
+    await sbx.exec(['node', '-e', COUNTER], { background: true });
+    await sbx.exec(['node', '-e', UPGRADE_ECHO], { background: true });
+    await eventuallyTrue(async () => (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0 && (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3001/'])).exitCode === 0);
+    const url = await sbx.getUrl(3000);
+    assert.match(url, new RegExp(`^http://3000-${sbx.id}\\.localhost:\\d+/\\?warren_token=[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$`));
+
+    const first = await viaDaemon(url.replace('/?', '/page?a=1&'), { cookie: 'theme=dark' });
+    assert.equal(first.status, 200, first.body);
+    const seen = JSON.parse(first.body) as { n: number; url: string; cookie: string | null; auth: string | null };
+    assert.equal(seen.url, '/page?a=1', 'the token is not passed to the app');
+    assert.equal(seen.cookie, 'theme=dark');
+    const cookie = first.setCookie.find((c) => c.startsWith('warren_port_token='))!.split(';')[0];
+    // A browser comes back with the cookie only.
+    const second = await viaDaemon(url.split('?')[0] + 'again', { cookie });
+    assert.equal(second.status, 200, second.body);
+    assert.equal((JSON.parse(second.body) as { cookie: string | null }).cookie, null, "warren's cookie stays out of the app");
+    // The API key works too and stays out of the app.
+    const withKey = await viaDaemon(url.split('?')[0], { authorization: `Bearer ${d!.apiKey}` });
+    assert.equal((JSON.parse(withKey.body) as { auth: string | null }).auth, null);
+
+    assert.equal((await viaDaemon(url.split('?')[0])).status, 401);
+    assert.equal((await viaDaemon(url.split('?')[0], { authorization: 'Bearer wrong' })).status, 401);
+    const token = new URL(url).searchParams.get('warren_token')!;
+    assert.equal((await viaDaemon(url.replace('http://3000-', 'http://3001-'))).status, 401, 'a token opens only its own port');
+    assert.equal((await viaDaemon(url.replace(token, token.slice(0, -2) + 'xx'))).status, 401);
+    const short = await sbx.getUrl(3000, { expiresInSeconds: 1 });
+    await new Promise((r) => setTimeout(r, 2100));
+    assert.equal((await viaDaemon(short)).status, 401, 'an expired token is refused');
+    const nothing = await viaDaemon(url.replace('http://3000-', 'http://3999-'), { authorization: `Bearer ${d!.apiKey}` });
+    assert.equal(nothing.status, 503);
+    assert.match(nothing.body, /nothing listens on port 3999/);
+
+    // WebSocket (any Upgrade): the head goes through, then bytes both ways.
+    const wsUrl = new URL(await sbx.getUrl(3001));
+    const echoed = await new Promise<string>((resolve, reject) => {
+      const sock = net.connect(Number(wsUrl.port), '127.0.0.1', () => {
+        sock.write(`GET /?warren_token=${wsUrl.searchParams.get('warren_token')} HTTP/1.1\r\nHost: ${wsUrl.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n`);
+      });
+      let got = '';
+      sock.on('data', (d: Buffer) => {
+        got += d.toString();
+        if (got.includes('\r\n\r\n') && !got.includes('ping')) sock.write('ping');
+        if (got.endsWith('ping')) {
+          sock.destroy();
+          resolve(got);
+        }
+      });
+      sock.on('error', reject);
+      setTimeout(() => reject(new Error(`no echo, got: ${got}`)), 15_000);
+    });
+    assert.match(echoed, /^HTTP\/1\.1 101 /);
+
+    // Traffic to a port resumes a hibernated sandbox, its server still counting.
+    const before = (JSON.parse((await viaDaemon(url)).body) as { n: number }).n;
+    await sbx.hibernate();
+    const after = await viaDaemon(url);
+    assert.equal(after.status, 200, after.body);
+    assert.equal((JSON.parse(after.body) as { n: number }).n, before + 1);
+    assert.equal((await sbx.refresh()).state, 'running');
+    await assert.rejects(sbx.getUrl(0), (e: WarrenError) => e.status === 400);
   } finally {
     await sbx.kill();
   }

@@ -1,11 +1,23 @@
 /** `warren net` and `warren egress`: a sandbox's egress policy and its audit log. */
 import type { Command } from 'commander';
 import { Sandbox, type EgressEntry } from '@warren/sdk';
-import { collect, printJson, table } from './output.js';
+import { Option } from 'commander';
+import { collect, positiveInt, printJson, table } from './output.js';
 
 const FOLLOW_POLL_MS = 1000;
 
 export function registerNetworkCommands(program: Command): void {
+  program
+    .command('url')
+    .description('a URL on the daemon for a port inside the sandbox (HTTP and WebSocket; open it in a browser on this machine)')
+    .argument('<id>')
+    .argument('<port>', 'port inside the sandbox', positiveInt('port'))
+    .addOption(new Option('--ttl <seconds>', 'how long the URL\'s token is valid (default 3600)').argParser(positiveInt('--ttl')))
+    .action(async (id: string, port: number, opts: { ttl?: number }) => {
+      const sbx = await Sandbox.connect(id);
+      process.stdout.write((await sbx.getUrl(port, opts.ttl ? { expiresInSeconds: opts.ttl } : {})) + '\n');
+    });
+
   program
     .command('net')
     .description('show or replace what a sandbox may reach through the egress proxy')

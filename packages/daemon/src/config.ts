@@ -74,5 +74,7 @@ export function layout(home: string) {
     bakes: path.join(home, 'bakes'),
     /** Saved machines: hibernated sandboxes, snapshots, and the short-lived images of forks. */
     images: path.join(home, 'images'),
+    /** Signs port URLs (network/ports.ts). */
+    portSecret: path.join(home, 'port.secret'),
   };
 }

@@ -18,6 +18,8 @@ import { Baker } from './core/bake.js';
 import { ImageStore } from './core/images.js';
 import { EgressLog } from './network/audit.js';
 import { EgressProxy } from './network/proxy.js';
+import { PortTokens } from './network/ports.js';
+import { portUpgrade, type PortDeps } from './api/routes/ports.js';
 import { SnapshotService } from './core/snapshots.js';
 import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
@@ -132,7 +134,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
   reaper.start();
 
-  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, meter, snapshots, egressLog, log, version: VERSION });
+  let listeningPort = config.port;
+  const ports: PortDeps = { sandboxes, registry, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
+  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, meter, snapshots, egressLog, ports, log, version: VERSION });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses
@@ -148,6 +152,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     socket.end(`HTTP/1.1 400 Bad Request\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
   });
   const port = (server.address() as AddressInfo).port;
+  listeningPort = port;
+  server.on('upgrade', portUpgrade(ports, log));
   const url = `http://${config.host}:${port}`;
   log.info({ url, home: config.home, version: VERSION }, 'warren daemon listening');
 

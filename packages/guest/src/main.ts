@@ -16,7 +16,7 @@ import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
 import * as files from './files.js';
-import { EgressTunnels } from './egress.js';
+import { Tunnels } from './egress.js';
 
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
@@ -25,7 +25,8 @@ function serve(): void {
   const processes = new ProcessTable(spawner);
   // The channel of the daemon's latest conversation: egress tunnels go to that daemon.
   let daemon: Channel | undefined;
-  new EgressTunnels(() => daemon).listen();
+  const tunnels = new Tunnels(() => daemon);
+  tunnels.listenForEgress();
 
   const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
     switch (req.op) {
@@ -67,6 +68,8 @@ function serve(): void {
       }
       case 'file.write':
         return files.write(req.params as Params<'file.write'>, channel, req.id);
+      case 'net.connect':
+        return tunnels.connect((req.params as Params<'net.connect'>).port, channel, req.id);
       case 'fs.stat':
         return files.stat(req.params as Params<'fs.stat'>);
       case 'fs.list':

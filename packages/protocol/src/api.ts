@@ -348,3 +348,11 @@ export interface EgressEntry {
 export interface EgressList {
   entries: EgressEntry[];
 }
+
+/** POST /v1/sandboxes/:id/ports/:port/url: a signed URL for a port inside the sandbox. */
+export const PortUrlRequest = z.object({ expiresInSeconds: z.number().int().min(1).max(7 * 24 * 3600).default(3600) }).strict();
+export interface PortUrl {
+  /** `http://<port>-<sandbox>.localhost:<daemon port>/?warren_token=…`: HTTP and WebSocket. */
+  url: string;
+  expiresAt: string;
+}

@@ -74,6 +74,11 @@ export interface GuestOps {
   'fs.mkdir': { params: { path: string; user?: string }; result: FileStat };
   'fs.move': { params: { from: string; to: string; user?: string }; result: FileStat };
   'fs.remove': { params: { path: string; user?: string }; result: { removed: boolean } };
+  /**
+   * Connects to 127.0.0.1:port inside the sandbox; after the answer, the connection's bytes
+   * travel as Data frames on stream id = request id, both ways, until End or cancel.
+   */
+  'net.connect': { params: { port: number }; result: Record<string, never> };
   /** Flow control: the reader of a Data stream grants the sender more bytes. */
   credit: { params: { stream: number; bytes: number }; result: Record<string, never> };
   /** Abort a stream (reader went away). */

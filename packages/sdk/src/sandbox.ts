@@ -1,5 +1,5 @@
 /** The Sandbox class: the SDK's entry point. */
-import type { CreateSandboxRequest, EgressEntry, EgressList, ExecRequest, ExecResult, ForkResult, Metadata, NetworkPolicy, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
+import type { CreateSandboxRequest, EgressEntry, EgressList, ExecRequest, ExecResult, ForkResult, Metadata, NetworkPolicy, PortUrl, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError } from './errors.js';
 import { Files } from './files.js';
@@ -171,6 +171,16 @@ export class Sandbox {
    */
   async snapshot(opts: { metadata?: Metadata } = {}): Promise<SnapshotInfo> {
     return this.http.json<SnapshotInfo>('POST', `/v1/sandboxes/${this.id}/snapshots`, { json: opts });
+  }
+
+  /**
+   * A URL on the daemon for a port inside the sandbox (a dev server, a notebook): HTTP and
+   * WebSocket, opened in a browser on this machine with the signed token it carries.
+   * Traffic resumes a hibernated sandbox.
+   * @example const url = await sbx.getUrl(3000) // http://3000-sb-….localhost:7070/?warren_token=…
+   */
+  async getUrl(port: number, opts: { expiresInSeconds?: number } = {}): Promise<string> {
+    return (await this.http.json<PortUrl>('POST', `/v1/sandboxes/${this.id}/ports/${port}/url`, { json: opts })).url;
   }
 
   /** The egress policy: what the sandbox may reach through the daemon's proxy. */

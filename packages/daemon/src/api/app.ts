@@ -15,6 +15,7 @@ import { sandboxRoutes } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import type { SnapshotService } from '../core/snapshots.js';
 import type { EgressLog } from '../network/audit.js';
+import { portForwarding, portRoutes, type PortDeps } from './routes/ports.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { templateRoutes } from './routes/templates.js';
@@ -39,6 +40,7 @@ export interface ApiDeps {
   meter: UsageMeter;
   snapshots: SnapshotService;
   egressLog: EgressLog;
+  ports: PortDeps;
   log: Logger;
   version: string;
 }
@@ -49,6 +51,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.notFound((c) => errorResponse(c, new WarrenError('not_found', `no route for ${c.req.method} ${c.req.path}`), deps.log));
 
   app.use('*', lingerOnUnreadBody);
+  // Port URLs are served on their own host names, before the API's key check.
+  app.use('*', portForwarding(deps.ports));
   app.use('/v1/*', requireApiKey(deps.registry));
   app.use('/metrics', requireApiKey(deps.registry));
   // File uploads stream and are limited by the sandbox's disk size instead.
@@ -68,6 +72,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
   app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog));
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
+  app.route('/v1/sandboxes', portRoutes(deps.ports));
   app.route('/v1/usage', usageRoutes(deps.meter));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));

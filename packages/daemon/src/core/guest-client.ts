@@ -107,6 +107,28 @@ export class GuestClient {
       this.notify('cancel', { stream });
       return;
     }
+    this.tunnelHandler(this.streamDuplex(stream));
+  }
+
+  /**
+   * A TCP connection to `port` on the sandbox's loopback (a dev server, a notebook), as a
+   * Duplex of its bytes: the agent connects, then relays, as it does for egress tunnels.
+   */
+  async connectPort(port: number): Promise<Duplex> {
+    const { id, result } = this.call('net.connect', { port });
+    // Registered before any Data frame can arrive (they follow the answer).
+    const conn = this.streamDuplex(id);
+    try {
+      await result;
+    } catch (err) {
+      conn.destroy();
+      throw err;
+    }
+    return conn;
+  }
+
+  /** Both directions of a tunnel stream as one Duplex, with batching, credit and an idle limit. */
+  private streamDuplex(stream: number): Duplex {
     this.tunnels.add(stream);
     const readable = this.readableFor(stream);
     let ended = false;
@@ -160,6 +182,10 @@ export class GuestClient {
       },
     });
     const conn = Duplex.from({ readable, writable });
+    // Destroying a Duplex.from emits an AbortError, and the agent may fail the stream at any
+    // time; an 'error' nobody listens for would take the daemon down. Consumers see errors
+    // through their own listeners and through 'close'.
+    conn.on('error', () => undefined);
     // An idle keep-alive connection would count as activity forever and keep the sandbox
     // from hibernating; clients reconnect when they need to.
     let idle = setTimeout(() => conn.destroy(), TUNNEL_IDLE_MS);
@@ -185,7 +211,7 @@ export class GuestClient {
       this.tunnels.delete(stream);
       this.creditWaiters.delete(stream);
     });
-    this.tunnelHandler(conn);
+    return conn;
   }
 
   /** Calls waiting for an answer and their streams: the channel is in use. */

@@ -13,7 +13,7 @@
  */
 import { WarrenError, type SandboxState } from '@warren/protocol';
 
-export type Operation = 'exec' | 'files' | 'processes' | 'setTtl' | 'kill' | 'get' | 'hibernate' | 'resume' | 'fork' | 'snapshot' | 'setNetwork';
+export type Operation = 'exec' | 'files' | 'processes' | 'setTtl' | 'kill' | 'get' | 'hibernate' | 'resume' | 'fork' | 'snapshot' | 'setNetwork' | 'ports';
 
 /** Calls on a hibernated (or hibernating) sandbox are accepted: they resume it first. */
 const AWAKE_OR_ASLEEP: SandboxState[] = ['running', 'hibernating', 'hibernated'];
@@ -29,6 +29,7 @@ const ACCEPTS: Record<Operation, SandboxState[]> = {
   snapshot: AWAKE_OR_ASLEEP,
   setTtl: ['creating', ...AWAKE_OR_ASLEEP],
   setNetwork: ['creating', ...AWAKE_OR_ASLEEP],
+  ports: AWAKE_OR_ASLEEP,
   kill: ['creating', ...AWAKE_OR_ASLEEP, 'dead'],
   get: ['creating', ...AWAKE_OR_ASLEEP, 'dead'],
 };

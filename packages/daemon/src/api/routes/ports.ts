@@ -1,0 +1,100 @@
+/**
+ * Port URLs (network/ports.ts): the forwarding itself, for requests whose Host names a
+ * sandbox port, and POST /v1/sandboxes/:id/ports/:port/url, which signs a URL for a browser.
+ */
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { MiddlewareHandler } from 'hono';
+import { Hono } from 'hono';
+import { PortUrlRequest, WarrenError, type PortUrl } from '@warren/protocol';
+import type { Registry } from '../../core/registry.js';
+import type { SandboxService } from '../../core/sandboxes.js';
+import { sha256 } from '../../core/ids.js';
+import { forwardHttp, forwardUpgrade, parsePortHost, pathWithoutToken, portUrl, PORT_TOKEN_COOKIE, PORT_TOKEN_PARAM, type PortTokens } from '../../network/ports.js';
+import type { AuthVars } from '../auth.js';
+import { jsonBody, parse } from '../errors.js';
+
+export interface PortDeps {
+  sandboxes: SandboxService;
+  registry: Registry;
+  tokens: PortTokens;
+  /** The port the daemon listens on, for the URLs it signs. */
+  daemonPort: () => number;
+}
+
+/**
+ * Who may use a port URL: an API key, or a token for this sandbox and port (in the URL or
+ * its cookie). Returns the token when it came in the URL, so the response can set the cookie.
+ */
+function authorize(deps: PortDeps, headers: { authorization?: string; cookie?: string }, url: URL, sandboxId: string, port: number): string | undefined {
+  const auth = headers.authorization ?? '';
+  if (auth.toLowerCase().startsWith('bearer ')) {
+    if (deps.registry.apiKeyByHash(sha256(auth.slice(7).trim()))) return undefined;
+    throw new WarrenError('unauthenticated', 'invalid API key');
+  }
+  const fromUrl = url.searchParams.get(PORT_TOKEN_PARAM) ?? undefined;
+  const fromCookie = (headers.cookie ?? '')
+    .split(';')
+    .map((c) => c.trim())
+    .find((c) => c.startsWith(`${PORT_TOKEN_COOKIE}=`))
+    ?.slice(PORT_TOKEN_COOKIE.length + 1);
+  const token = fromUrl ?? fromCookie;
+  if (!token) throw new WarrenError('unauthenticated', `this URL needs a token: get one with \`warren url ${sandboxId} ${port}\` or send the API key`);
+  const why = deps.tokens.check(token, sandboxId, port);
+  if (why) throw new WarrenError('unauthenticated', `port URL refused: ${why}`);
+  return fromUrl;
+}
+
+/** Serves requests whose Host is `<port>-<sandbox>.localhost`; everything else goes on. */
+export function portForwarding(deps: PortDeps): MiddlewareHandler<AuthVars> {
+  return async (c, next) => {
+    const target = parsePortHost(c.req.header('host'));
+    if (!target) return next();
+    const url = new URL(c.req.url);
+    const token = authorize(deps, { authorization: c.req.header('authorization'), cookie: c.req.header('cookie') }, url, target.sandboxId, target.port);
+    // A call like any other: it resumes a hibernated sandbox and counts as activity.
+    const client = await deps.sandboxes.guest(target.sandboxId, 'ports');
+    const conn = await client.connectPort(target.port);
+    const res = await forwardHttp(conn, c.req.raw, pathWithoutToken(url));
+    if (token) res.headers.append('set-cookie', `${PORT_TOKEN_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Lax`);
+    return res;
+  };
+}
+
+/** The node server's 'upgrade' event (WebSockets) for port URLs; other upgrades are refused. */
+export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string): void }) {
+  return (req: IncomingMessage, socket: Duplex, head: Buffer): void => {
+    const refuse = (status: string): void => {
+      socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
+    };
+    const target = parsePortHost(req.headers.host);
+    if (!target) return refuse('404 Not Found');
+    const url = new URL(req.url ?? '/', `http://${req.headers.host}`);
+    void (async () => {
+      try {
+        authorize(deps, { authorization: req.headers.authorization, cookie: req.headers.cookie }, url, target.sandboxId, target.port);
+        const client = await deps.sandboxes.guest(target.sandboxId, 'ports');
+        forwardUpgrade(await client.connectPort(target.port), req, socket, head, pathWithoutToken(url));
+      } catch (err) {
+        const e = err as WarrenError;
+        log.warn({ sandbox: target.sandboxId, port: target.port, err: e.message }, 'port upgrade refused');
+        refuse(e.code === 'unauthenticated' ? '401 Unauthorized' : e.code === 'not_found' ? '404 Not Found' : '502 Bad Gateway');
+      }
+    })();
+  };
+}
+
+export function portRoutes(deps: PortDeps): Hono<AuthVars> {
+  const app = new Hono<AuthVars>();
+  app.post('/:id/ports/:port/url', async (c) => {
+    const id = c.req.param('id');
+    const port = Number(c.req.param('port'));
+    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new WarrenError('invalid_argument', `port must be an integer from 1 to 65535 (got ${c.req.param('port')})`);
+    const { expiresInSeconds } = parse(PortUrlRequest, await jsonBody(c));
+    deps.sandboxes.get(id); // 404 for unknown sandboxes
+    const expiresAt = Date.now() + expiresInSeconds * 1000;
+    const result: PortUrl = { url: portUrl(id, port, deps.daemonPort(), deps.tokens.sign(id, port, expiresAt)), expiresAt: new Date(expiresAt).toISOString() };
+    return c.json(result, 201);
+  });
+  return app;
+}

@@ -1,0 +1,151 @@
+/**
+ * URLs for ports inside sandboxes: `http://<port>-<sandbox id>.localhost:<daemon port>/`
+ * reaches 127.0.0.1:<port> inside the sandbox, for HTTP and WebSocket traffic (a dev server,
+ * a notebook). Browsers resolve every `*.localhost` name to the loopback address, so the URL
+ * works from a browser on this machine with no DNS set-up, and each port and sandbox gets
+ * its own origin (cookies and storage do not mix between them).
+ *
+ * Access needs the API key (`Authorization: Bearer`) or a signed token for that sandbox and
+ * port, made by POST /v1/sandboxes/:id/ports/:port/url and carried in the URL
+ * (`?warren_token=`); a browser that opened such a URL keeps the token in a cookie for that
+ * origin. Tokens are HMACs under a secret kept in the daemon's home: they expire, and they
+ * stay valid across daemon restarts.
+ */
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import { Readable, type Duplex } from 'node:stream';
+import { WarrenError } from '@warren/protocol';
+
+export const PORT_TOKEN_PARAM = 'warren_token';
+export const PORT_TOKEN_COOKIE = 'warren_port_token';
+const HOST_PATTERN = /^(\d{1,5})-(sb-[a-z0-9]+)\.localhost(?::\d+)?$/i;
+
+/** The sandbox and port a request's Host header names, if it is a port URL. */
+export function parsePortHost(host: string | undefined): { sandboxId: string; port: number } | undefined {
+  const m = host ? HOST_PATTERN.exec(host) : null;
+  if (!m) return undefined;
+  const port = Number(m[1]);
+  if (port < 1 || port > 65535) return undefined;
+  return { sandboxId: m[2].toLowerCase(), port };
+}
+
+export function portUrl(sandboxId: string, port: number, daemonPort: number, token?: string): string {
+  return `http://${port}-${sandboxId}.localhost:${daemonPort}/${token ? `?${PORT_TOKEN_PARAM}=${token}` : ''}`;
+}
+
+/** Signed, expiring tokens for one sandbox and port. */
+export class PortTokens {
+  private secret: Buffer;
+
+  /** The secret is made on first use and kept in `secretFile` (mode 0600). */
+  constructor(secretFile: string) {
+    if (existsSync(secretFile)) this.secret = Buffer.from(readFileSync(secretFile, 'utf8').trim(), 'base64url');
+    else {
+      this.secret = randomBytes(32);
+      writeFileSync(secretFile, this.secret.toString('base64url') + '\n', { mode: 0o600 });
+    }
+  }
+
+  sign(sandboxId: string, port: number, expiresAt: number): string {
+    const payload = Buffer.from(JSON.stringify({ s: sandboxId, p: port, e: Math.floor(expiresAt / 1000) })).toString('base64url');
+    return `${payload}.${this.mac(payload)}`;
+  }
+
+  /** Why the token does not open this sandbox's port, or undefined when it does. */
+  check(token: string, sandboxId: string, port: number): string | undefined {
+    const [payload, mac] = token.split('.');
+    if (!payload || !mac) return 'malformed token';
+    const expected = Buffer.from(this.mac(payload));
+    const given = Buffer.from(mac);
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return 'invalid token';
+    let claims: { s?: string; p?: number; e?: number };
+    try {
+      claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as typeof claims;
+    } catch {
+      return 'malformed token'; // the signature matched, so this cannot happen unless the secret leaked
+    }
+    if (claims.s !== sandboxId || claims.p !== port) return 'the token is for another sandbox or port';
+    if (!claims.e || claims.e * 1000 < Date.now()) return 'the token has expired';
+    return undefined;
+  }
+
+  private mac(payload: string): string {
+    return createHmac('sha256', this.secret).update(payload).digest('base64url');
+  }
+}
+
+/** Headers that describe one hop, not the request (RFC 9110 7.6.1). */
+const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'proxy-authenticate']);
+
+/**
+ * Sends one HTTP request over `conn` (a connection to the port inside the sandbox) and
+ * returns its response, streamed. The Authorization header and the token cookie stay out:
+ * they belong to warren, not to the app.
+ */
+export function forwardHttp(conn: Duplex, request: Request, path: string): Promise<Response> {
+  const headers: Record<string, string> = {};
+  request.headers.forEach((value, name) => {
+    if (HOP_BY_HOP.has(name) || name === 'authorization') return;
+    if (name === 'cookie') {
+      const rest = value
+        .split(';')
+        .map((c) => c.trim())
+        .filter((c) => c && !c.startsWith(`${PORT_TOKEN_COOKIE}=`));
+      if (rest.length) headers.cookie = rest.join('; ');
+      return;
+    }
+    headers[name] = value;
+  });
+  return new Promise((resolve, reject) => {
+    const upstream = http.request({ method: request.method, path, headers, createConnection: () => conn as never });
+    upstream.on('error', (err) => reject(new WarrenError('unavailable', `the server in the sandbox failed: ${err.message}`)));
+    upstream.on('response', (res) => {
+      const out = new Headers();
+      for (const [name, value] of Object.entries(res.headers)) {
+        if (value === undefined || HOP_BY_HOP.has(name)) continue;
+        for (const v of Array.isArray(value) ? value : [value]) out.append(name, v);
+      }
+      const noBody = request.method === 'HEAD' || res.statusCode === 204 || res.statusCode === 304;
+      resolve(new Response(noBody ? null : (Readable.toWeb(res) as ReadableStream), { status: res.statusCode ?? 502, headers: out }));
+    });
+    if (request.body && request.method !== 'GET' && request.method !== 'HEAD') {
+      Readable.fromWeb(request.body as import('node:stream/web').ReadableStream).pipe(upstream);
+    } else upstream.end();
+  });
+}
+
+/**
+ * A WebSocket (or any Upgrade) request: its head goes to the port inside as it came (minus
+ * warren's credentials), then bytes flow both ways until either side closes.
+ */
+export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: Duplex, head: Buffer, path: string): void {
+  const lines = [`${req.method} ${path} HTTP/1.1`];
+  for (let i = 0; i < req.rawHeaders.length; i += 2) {
+    const name = req.rawHeaders[i];
+    const lower = name.toLowerCase();
+    if (lower === 'authorization' || lower === 'proxy-authorization') continue;
+    if (lower === 'cookie') {
+      const rest = req.rawHeaders[i + 1]
+        .split(';')
+        .map((c) => c.trim())
+        .filter((c) => c && !c.startsWith(`${PORT_TOKEN_COOKIE}=`));
+      if (rest.length) lines.push(`cookie: ${rest.join('; ')}`);
+      continue;
+    }
+    lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
+  }
+  conn.write(lines.join('\r\n') + '\r\n\r\n');
+  if (head.length) conn.write(head);
+  conn.on('error', () => client.destroy());
+  client.on('error', () => conn.destroy());
+  conn.pipe(client);
+  client.pipe(conn);
+}
+
+/** The request path with the token parameter taken out. */
+export function pathWithoutToken(url: URL): string {
+  url.searchParams.delete(PORT_TOKEN_PARAM);
+  const query = url.searchParams.toString();
+  return `${url.pathname}${query ? `?${query}` : ''}`;
+}
