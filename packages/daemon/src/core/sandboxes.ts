@@ -155,11 +155,8 @@ export class SandboxService {
       network: egressRules(req.network),
     };
     const log = this.opts.log.child({ sandbox: record.id });
-    const undo = new Cleanup(log);
+    const undo = this.beginCreate(record, log);
     try {
-      this.opts.registry.insert(record);
-      undo.add('forget record', () => this.opts.registry.delete(record.id));
-      undo.add('destroy sandbox', () => this.teardown(record.id, 'create failed'));
       if (member) {
         this.live.set(record.id, this.pooled.get(record.id)!);
         this.pooled.delete(record.id);
@@ -225,13 +222,9 @@ export class SandboxService {
   private async createFromImage(record: SandboxRecord, from: ImageSource): Promise<SandboxInfo> {
     const started = Date.now();
     const log = this.opts.log.child({ sandbox: record.id });
-    const undo = new Cleanup(log);
+    const undo = this.beginCreate(record, log);
     try {
-      this.opts.registry.insert(record);
-      undo.add('forget record', () => this.opts.registry.delete(record.id));
-      undo.add('destroy sandbox', () => this.teardown(record.id, 'create failed'));
-      const template: TemplateInfo = { name: record.template, version: path.basename(path.dirname(record.rootfs)), rootfs: record.rootfs, env: {} };
-      const booted = await this.boot(record.id, template, record.resources, from);
+      const booted = await this.boot(record.id, pinnedTemplate(record), record.resources, from);
       this.live.set(record.id, booted.live);
       await this.bind(record);
       this.markRunning(record);
@@ -254,6 +247,15 @@ export class SandboxService {
       recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources: { ...snap.resources, ...(req.resources ?? {}) } }, 'snapshot', snap.id),
       { image: ImageStore.imagePath(dir), kind: 'snapshot' },
     );
+  }
+
+  /** Registers a sandbox being created; the Cleanup undoes that (and any boot) unless dismissed. */
+  private beginCreate(record: SandboxRecord, log: Logger): Cleanup {
+    const undo = new Cleanup(log);
+    this.opts.registry.insert(record);
+    undo.add('forget record', () => this.opts.registry.delete(record.id));
+    undo.add('destroy sandbox', () => this.teardown(record.id, 'create failed'));
+    return undo;
   }
 
   /** Billing and activity start when a sandbox is up (create, resume). */
@@ -380,10 +382,9 @@ export class SandboxService {
         await this.markDead(id, 'its hibernation image is missing');
         throw new WarrenError('not_found', `sandbox ${id} is dead (its hibernation image is missing); create a new one`);
       }
-      const template: TemplateInfo = { name: r.template, version: path.basename(path.dirname(r.rootfs)), rootfs: r.rootfs, env: {} };
       let booted: { live: Live };
       try {
-        booted = await this.boot(id, template, r.resources, { image: ImageStore.imagePath(dir), kind: r.boot });
+        booted = await this.boot(id, pinnedTemplate(r), r.resources, { image: ImageStore.imagePath(dir), kind: r.boot });
       } catch (err) {
         // The image is untouched: the sandbox stays hibernated and a later call tries again.
         throw new WarrenError('unavailable', `could not resume sandbox ${id} (it stays hibernated): ${(err as Error).message}`);
@@ -790,6 +791,11 @@ function recordFromImage(
 /** The request's allow rules, validated (400 naming a bad rule); none: nothing is reachable. */
 function egressRules(policy: NetworkPolicy | undefined): string[] {
   return policy ? policyRules(parsePolicy(policy.allow)) : [];
+}
+
+/** The template version a sandbox is pinned to, as boot() takes it (from its record). */
+function pinnedTemplate(r: SandboxRecord): TemplateInfo {
+  return { name: r.template, version: path.basename(path.dirname(r.rootfs)), rootfs: r.rootfs, env: {} };
 }
 
 function mb(bytes: number): number {

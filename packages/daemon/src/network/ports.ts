@@ -110,7 +110,10 @@ export function forwardHttp(conn: Duplex, request: Request, path: string): Promi
       resolve(new Response(noBody ? null : (Readable.toWeb(res) as ReadableStream), { status: res.statusCode ?? 502, headers: out }));
     });
     if (request.body && request.method !== 'GET' && request.method !== 'HEAD') {
-      Readable.fromWeb(request.body as import('node:stream/web').ReadableStream).pipe(upstream);
+      const body = Readable.fromWeb(request.body as import('node:stream/web').ReadableStream);
+      // pipe() does not pass errors on: a client that goes away mid-upload ends the request.
+      body.on('error', (err) => upstream.destroy(err));
+      body.pipe(upstream);
     } else upstream.end();
   });
 }
