@@ -163,6 +163,29 @@ test('policies change at runtime, are validated, and forks inherit them', T, asy
   }
 });
 
+test('plain TCP to an allowed host:port works through the connect helper (ssh ProxyCommand style)', T, async () => {
+  const echo = net.createServer((sock) => sock.pipe(sock));
+  await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
+  const echoPort = (echo.address() as AddressInfo).port;
+  const sbx = await d!.create({ network: { allow: [`127.0.0.1:${echoPort}`] } });
+  try {
+    const ok = await sbx.exec(`printf 'hello over tcp' | /opt/warren/lib/connect 127.0.0.1 ${echoPort}`);
+    assert.equal(ok.exitCode, 0, ok.stderr);
+    assert.equal(ok.stdout, 'hello over tcp');
+    const env = (await sbx.exec('echo "$GIT_SSH_COMMAND"', { check: true })).stdout;
+    assert.match(env, /ProxyCommand="\/opt\/warren\/lib\/connect %h %p"/);
+    // Another port is refused by the policy, with the proxy's reason.
+    const denied = await sbx.exec(`printf x | /opt/warren/lib/connect 127.0.0.1 ${plainPort}`);
+    assert.equal(denied.exitCode, 1);
+    assert.match(denied.stderr, /refused 127\.0\.0\.1:\d+: .*not allowed/);
+    const log = await sbx.egressLog();
+    assert.ok(log.some((e) => e.method === 'CONNECT' && e.port === echoPort && e.decision === 'allowed' && e.bytesUp === 14), JSON.stringify(log));
+  } finally {
+    await sbx.kill();
+    echo.close();
+  }
+});
+
 const UPGRADE_ECHO = `require('http').createServer((q, s) => s.end('plain')).on('upgrade', (req, sock) => { sock.write('HTTP/1.1 101 Switching Protocols\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n'); sock.pipe(sock); }).listen(3001, '127.0.0.1')`;
 const COUNTER = `let n = 0; require('http').createServer((q, s) => s.end(JSON.stringify({ n: ++n, url: q.url, cookie: q.headers.cookie ?? null, auth: q.headers.authorization ?? null }))).listen(3000, '127.0.0.1')`;
 

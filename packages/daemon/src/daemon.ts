@@ -1,5 +1,5 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync } from 'node:fs';
+import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { WarrenError } from '@warren/protocol';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -26,7 +26,7 @@ import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
 import { UsageMeter } from './core/usage.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
-import { AGENT_FILE, INIT_FILE } from './drivers/gvisor/bundle.js';
+import { AGENT_FILE, AGENT_PATH, CONNECT_HELPER_FILE, GUEST_NODE_PATH, INIT_FILE } from './drivers/gvisor/bundle.js';
 import { TemplateCatalog } from './templates/catalog.js';
 import { TemplateBuilder } from './templates/builder.js';
 import { TemplateService } from './templates/service.js';
@@ -56,6 +56,10 @@ function installAgent(guestDir: string): void {
     chmodSync(tmp, 0o755);
     renameSync(tmp, path.join(guestDir, name));
   }
+  // `connect HOST PORT` inside the sandbox: TCP through the egress proxy (docs/network.md).
+  const helper = path.join(guestDir, CONNECT_HELPER_FILE);
+  writeFileSync(`${helper}.tmp`, `#!/bin/sh\nexec ${GUEST_NODE_PATH} ${AGENT_PATH} connect "$@"\n`, { mode: 0o755 });
+  renameSync(`${helper}.tmp`, helper);
 }
 
 /** The file a command name runs, found in PATH like a shell would. */

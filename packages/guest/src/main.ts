@@ -6,12 +6,13 @@
  *
  *   node agent.js serve    # the agent
  *   node agent.js attach   # relay stdio <-> the running agent's socket
+ *   node agent.js connect HOST PORT   # stdio <-> a TCP connection through the egress proxy
  */
 import net from 'node:net';
 import os from 'node:os';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { AGENT_SOCKET_PATH, GUEST_PROTOCOL_VERSION, WarrenError, type GuestOps, type GuestRequest } from '@warren/protocol/wire';
+import { AGENT_SOCKET_PATH, EGRESS_PROXY_PORT, GUEST_PROTOCOL_VERSION, WarrenError, type GuestOps, type GuestRequest } from '@warren/protocol/wire';
 import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
@@ -111,6 +112,46 @@ function attach(): void {
   process.stdin.on('end', () => process.exit(0));
 }
 
+/**
+ * `connect HOST PORT`: a TCP connection through the egress proxy on stdin and stdout, for
+ * clients that speak TCP but not HTTP proxies (ssh's ProxyCommand, git over ssh, nc-style
+ * pipes). The daemon's proxy applies the sandbox's policy to HOST:PORT as for any CONNECT.
+ */
+function connect(host: string | undefined, port: string | undefined): void {
+  if (!host || !port || !/^\d{1,5}$/.test(port)) {
+    process.stderr.write('usage: connect HOST PORT\n');
+    process.exit(2);
+  }
+  const target = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  const socket = net.connect({ host: '127.0.0.1', port: EGRESS_PROXY_PORT, noDelay: true }, () => {
+    socket.write(`CONNECT ${target} HTTP/1.1\r\nHost: ${target}\r\n\r\n`);
+  });
+  socket.on('error', (err) => {
+    process.stderr.write(`connect: ${err.message}\n`);
+    process.exit(1);
+  });
+  let head = Buffer.alloc(0);
+  const onHead = (chunk: Buffer) => {
+    head = Buffer.concat([head, chunk]);
+    const end = head.indexOf('\r\n\r\n');
+    if (end < 0) return;
+    socket.off('data', onHead);
+    const status = head.subarray(0, head.indexOf('\r\n')).toString('latin1');
+    if (!/^HTTP\/1\.[01] 200 /.test(status)) {
+      process.stderr.write(`connect: the egress proxy refused ${target}: ${head.subarray(end + 4).toString('utf8').trim() || status}\n`);
+      process.exit(1);
+    }
+    const rest = head.subarray(end + 4);
+    if (rest.length) process.stdout.write(rest);
+    socket.pipe(process.stdout);
+    process.stdin.pipe(socket);
+  };
+  socket.on('data', onHead);
+  socket.on('end', () => process.stdout.end());
+  socket.on('close', () => process.exit(0));
+}
+
 const mode = process.argv[2] ?? 'serve';
 if (mode === 'attach') attach();
+else if (mode === 'connect') connect(process.argv[3], process.argv[4]);
 else serve();

@@ -18,6 +18,9 @@ export const EGRESS_PROXY_PORT = 3128;
  */
 export const FIRST_AGENT_STREAM = 0x40000000;
 
+/** `connect HOST PORT` inside every sandbox: TCP through the egress proxy on stdio (ssh ProxyCommand). */
+export const CONNECT_HELPER_PATH = '/opt/warren/lib/connect';
+
 /** Where the read-only agent bundle is mounted inside every sandbox. */
 export const AGENT_MOUNT_DIR = '/opt/warren';
 

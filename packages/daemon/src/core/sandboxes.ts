@@ -22,7 +22,7 @@ import {
   type NetworkPolicy,
 } from '@warren/protocol';
 import { parsePolicy, policyRules, type EgressPolicy } from '../network/policy.js';
-import { EGRESS_PROXY_PORT } from '@warren/protocol';
+import { CONNECT_HELPER_PATH, EGRESS_PROXY_PORT } from '@warren/protocol';
 import type { Duplex } from 'node:stream';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
@@ -90,6 +90,8 @@ const PROXY_ENV: Record<string, string> = {
   https_proxy: PROXY_URL,
   NO_PROXY: 'localhost,127.0.0.1,::1',
   no_proxy: 'localhost,127.0.0.1,::1',
+  // git over ssh goes through the same proxy and policy (docs/network.md).
+  GIT_SSH_COMMAND: `ssh -o ProxyCommand="${CONNECT_HELPER_PATH} %h %p"`,
 };
 
 /** Where a sandbox boots from instead of its template: a saved image. */

@@ -6,6 +6,8 @@ export const GUEST_LIB_DIR = '/opt/warren/lib';
 export const AGENT_FILE = 'agent.cjs';
 export const INIT_FILE = 'warren-init';
 export const AGENT_PATH = `${GUEST_LIB_DIR}/${AGENT_FILE}`;
+/** The name of CONNECT_HELPER_PATH (@warren/protocol) in the guest lib dir. */
+export const CONNECT_HELPER_FILE = 'connect';
 const INIT_PATH = `${GUEST_LIB_DIR}/${INIT_FILE}`;
 
 // Docker's default set plus SYS_PTRACE (debuggers and strace work inside). NET_RAW is left
