@@ -68,7 +68,7 @@ interface AuditEntry extends EgressRecord {
 }
 
 /** A proxy fed by a loopback TCP server, with an in-memory audit and a recording lookup. */
-async function startProxy(rules: string[]) {
+async function startProxy(rules: string[], maxStreamsPerSandbox?: number) {
   let policy: EgressPolicy = parsePolicy(rules);
   const audit: AuditEntry[] = [];
   const lookups: string[] = [];
@@ -87,6 +87,7 @@ async function startProxy(rules: string[]) {
     },
     lookup,
     connectTimeoutMs: 2000,
+    maxStreamsPerSandbox,
   });
   const front = net.createServer((socket) => proxy.serve(socket, SANDBOX, () => policy));
   const port = await listen(front);
@@ -382,6 +383,26 @@ test('closeAll ends an open tunnel and leaves no sockets behind', async () => {
     await closed;
     assert.equal(p.proxy.openCount(SANDBOX), 0);
     await eventually(() => p.audit.length === 1 && p.audit[0].finished, 'tunnel audited');
+  } finally {
+    p.close();
+  }
+});
+
+test('a sandbox at its connection limit gets 429 until one closes', async () => {
+  const p = await startProxy(fullAccess(), 4);
+  try {
+    const first = await connectVia(p.port, `allowed.test:${httpsPort}`);
+    const second = await connectVia(p.port, `allowed.test:${httpsPort}`);
+    assert.equal(p.proxy.openCount(SANDBOX), 4, 'two clients and their upstreams');
+    const refused = await rawExchange(p.port, `CONNECT allowed.test:${httpsPort} HTTP/1.1\r\nHost: allowed.test:${httpsPort}\r\n\r\n`);
+    assert.match(refused, /^HTTP\/1\.1 429 /);
+    assert.match(refused, /too many egress connections/);
+    first.socket.destroy();
+    await eventually(() => p.proxy.openCount(SANDBOX) === 2, 'the closed tunnel released');
+    const again = await connectVia(p.port, `allowed.test:${httpsPort}`);
+    assert.equal(again.status, 200);
+    again.socket.destroy();
+    second.socket.destroy();
   } finally {
     p.close();
   }

@@ -42,6 +42,9 @@ import type { EgressRecord } from './audit.js';
 import { allowsAddress, allowsName, type EgressPolicy } from './policy.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
 
+/** Client and upstream streams one sandbox may hold open at once (each connection is two). */
+export const MAX_STREAMS_PER_SANDBOX = 2048;
+
 export interface EgressAudit {
   start(r: EgressRecord): number;
   finish(id: number, bytesUp: number, bytesDown: number): void;
@@ -56,6 +59,8 @@ export interface ProxyOptions {
   lookup?: typeof dnsPromises.lookup;
   /** Per resolution and per connect attempt. */
   connectTimeoutMs?: number;
+  /** Default MAX_STREAMS_PER_SANDBOX. */
+  maxStreamsPerSandbox?: number;
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -119,6 +124,7 @@ export class EgressProxy {
   private readonly localAddresses: () => string[];
   private readonly lookup: typeof dnsPromises.lookup;
   private readonly connectTimeoutMs: number;
+  private readonly maxStreams: number;
 
   constructor(opts: ProxyOptions) {
     this.log = opts.log;
@@ -126,6 +132,7 @@ export class EgressProxy {
     this.localAddresses = opts.localAddresses ?? hostAddresses;
     this.lookup = opts.lookup ?? dnsPromises.lookup;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
+    this.maxStreams = opts.maxStreamsPerSandbox ?? MAX_STREAMS_PER_SANDBOX;
     // Never listens: connections arrive through serve(). A long upload is not a stuck
     // request, so no request timeout; idle keep-alive connections close as usual.
     this.server = http.createServer({ requestTimeout: 0 });
@@ -154,6 +161,14 @@ export class EgressProxy {
       conn.destroy();
     });
     if (conn.destroyed) return; // the sandbox side hung up before it was handed over
+    // Each connection holds daemon memory and, once allowed, a host socket: one sandbox
+    // must not be able to take all of them.
+    if (this.openCount(sandboxId) >= this.maxStreams) {
+      const reason = `the sandbox has too many egress connections open (at most ${this.maxStreams / 2})`;
+      this.log.warn({ sandbox: sandboxId }, 'egress proxy: connection limit reached');
+      conn.end(`HTTP/1.1 429 Too Many Requests\r\ncontent-type: text/plain\r\ncontent-length: ${reason.length + 1}\r\nconnection: close\r\n\r\n${reason}\n`);
+      return;
+    }
     this.clients.set(conn, { sandboxId, policy });
     this.track(sandboxId, conn);
     this.server.emit('connection', conn);
