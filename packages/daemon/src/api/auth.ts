@@ -24,15 +24,20 @@ export function ensureAdminKey(registry: Registry, keyFile: string): { key: stri
   return { key, created: true };
 }
 
+/** The key's id; unauthenticated if the key is not one of ours. */
+export function apiKeyId(registry: Registry, key: string): string {
+  // Looked up by hash: the key itself is never stored or compared byte by byte.
+  const found = registry.apiKeyByHash(sha256(key));
+  if (!found) throw new WarrenError('unauthenticated', 'invalid API key');
+  return found.id;
+}
+
 export function requireApiKey(registry: Registry): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
     const header = c.req.header('authorization') ?? '';
     const key = header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : (c.req.header('x-api-key') ?? '');
     if (!key) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
-    // Looked up by hash: the key itself is never stored or compared byte by byte.
-    const found = registry.apiKeyByHash(sha256(key));
-    if (!found) throw new WarrenError('unauthenticated', 'invalid API key');
-    c.set('apiKeyId', found.id);
+    c.set('apiKeyId', apiKeyId(registry, key));
     await next();
   };
 }

@@ -138,6 +138,13 @@ export class GuestClient {
     let batch: Buffer[] = [];
     let batched = 0;
     let flushing: Promise<void> | undefined;
+    // An idle keep-alive connection would count as activity forever and keep the sandbox
+    // from hibernating; clients reconnect when they need to.
+    let idle: NodeJS.Timeout | undefined;
+    const touch = () => {
+      clearTimeout(idle);
+      idle = setTimeout(() => conn.destroy(), TUNNEL_IDLE_MS);
+    };
     const flush = (): Promise<void> => {
       flushing ??= new Promise<void>((resolve) => setImmediate(resolve))
         .then(async () => {
@@ -157,6 +164,7 @@ export class GuestClient {
     };
     const writable = new Writable({
       write: (chunk: Buffer, _encoding, done) => {
+        touch();
         batch.push(chunk);
         batched += chunk.length;
         const sent = flush();
@@ -186,13 +194,7 @@ export class GuestClient {
     // time; an 'error' nobody listens for would take the daemon down. Consumers see errors
     // through their own listeners and through 'close'.
     conn.on('error', () => undefined);
-    // An idle keep-alive connection would count as activity forever and keep the sandbox
-    // from hibernating; clients reconnect when they need to.
-    let idle = setTimeout(() => conn.destroy(), TUNNEL_IDLE_MS);
-    const touch = () => {
-      clearTimeout(idle);
-      idle = setTimeout(() => conn.destroy(), TUNNEL_IDLE_MS);
-    };
+    touch();
     const handlers = this.streams.get(stream);
     const deliver = handlers?.onData;
     if (handlers && deliver) {
@@ -201,11 +203,6 @@ export class GuestClient {
         deliver(chunk);
       };
     }
-    const write = writable.write.bind(writable);
-    writable.write = ((...args: Parameters<Writable['write']>) => {
-      touch();
-      return write(...args);
-    }) as Writable['write'];
     conn.on('close', () => {
       clearTimeout(idle);
       this.tunnels.delete(stream);

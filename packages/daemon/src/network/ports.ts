@@ -88,11 +88,8 @@ export function forwardHttp(conn: Duplex, request: Request, path: string): Promi
   request.headers.forEach((value, name) => {
     if (HOP_BY_HOP.has(name) || name === 'authorization') return;
     if (name === 'cookie') {
-      const rest = value
-        .split(';')
-        .map((c) => c.trim())
-        .filter((c) => c && !c.startsWith(`${PORT_TOKEN_COOKIE}=`));
-      if (rest.length) headers.cookie = rest.join('; ');
+      const rest = withoutTokenCookie(value);
+      if (rest) headers.cookie = rest;
       return;
     }
     headers[name] = value;
@@ -129,11 +126,8 @@ export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: 
     const lower = name.toLowerCase();
     if (lower === 'authorization' || lower === 'proxy-authorization') continue;
     if (lower === 'cookie') {
-      const rest = req.rawHeaders[i + 1]
-        .split(';')
-        .map((c) => c.trim())
-        .filter((c) => c && !c.startsWith(`${PORT_TOKEN_COOKIE}=`));
-      if (rest.length) lines.push(`cookie: ${rest.join('; ')}`);
+      const rest = withoutTokenCookie(req.rawHeaders[i + 1]);
+      if (rest) lines.push(`cookie: ${rest}`);
       continue;
     }
     lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
@@ -144,6 +138,15 @@ export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: 
   client.on('error', () => conn.destroy());
   conn.pipe(client);
   client.pipe(conn);
+}
+
+/** A Cookie header without warren's token cookie ('' when nothing else is left). */
+function withoutTokenCookie(value: string): string {
+  return value
+    .split(';')
+    .map((c) => c.trim())
+    .filter((c) => c && !c.startsWith(`${PORT_TOKEN_COOKIE}=`))
+    .join('; ');
 }
 
 /** The request path with the token parameter taken out. */

@@ -569,8 +569,17 @@ function connectionTokens(value: string | undefined): Set<string> {
 // -----------------------------------------------------------------------------------------
 // Small helpers
 
+/** How long the host's own addresses are reused before they are read again. */
+const HOST_ADDRESSES_TTL_MS = 5_000;
+let hostAddressCache: { at: number; addresses: string[] } | undefined;
+
+/** The host's interface addresses, read at most every few seconds: every request needs them. */
 function hostAddresses(): string[] {
-  return Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address));
+  const now = Date.now();
+  if (!hostAddressCache || now - hostAddressCache.at > HOST_ADDRESSES_TTL_MS) {
+    hostAddressCache = { at: now, addresses: Object.values(os.networkInterfaces()).flatMap((list) => (list ?? []).map((i) => i.address)) };
+  }
+  return hostAddressCache.addresses;
 }
 
 /** Names compare without case and without a trailing dot ('Example.com.' is 'example.com'). */

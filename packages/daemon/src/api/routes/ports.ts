@@ -9,9 +9,8 @@ import { Hono } from 'hono';
 import { PortUrlRequest, WarrenError, type PortUrl } from '@warren/protocol';
 import type { Registry } from '../../core/registry.js';
 import type { SandboxService } from '../../core/sandboxes.js';
-import { sha256 } from '../../core/ids.js';
 import { forwardHttp, forwardUpgrade, parsePortHost, pathWithoutToken, portUrl, PORT_TOKEN_COOKIE, PORT_TOKEN_PARAM, type PortTokens } from '../../network/ports.js';
-import type { AuthVars } from '../auth.js';
+import { apiKeyId, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
 export interface PortDeps {
@@ -29,8 +28,8 @@ export interface PortDeps {
 function authorize(deps: PortDeps, headers: { authorization?: string; cookie?: string }, url: URL, sandboxId: string, port: number): string | undefined {
   const auth = headers.authorization ?? '';
   if (auth.toLowerCase().startsWith('bearer ')) {
-    if (deps.registry.apiKeyByHash(sha256(auth.slice(7).trim()))) return undefined;
-    throw new WarrenError('unauthenticated', 'invalid API key');
+    apiKeyId(deps.registry, auth.slice(7).trim());
+    return undefined;
   }
   const fromUrl = url.searchParams.get(PORT_TOKEN_PARAM) ?? undefined;
   const fromCookie = (headers.cookie ?? '')

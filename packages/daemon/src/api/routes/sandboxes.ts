@@ -20,9 +20,7 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
     if (state !== undefined && !SandboxStates.includes(state as SandboxState)) {
       throw new WarrenError('invalid_argument', `state must be one of ${SandboxStates.join(', ')}`);
     }
-    const limitText = c.req.query('limit');
-    const limit = limitText === undefined ? 100 : Number(limitText);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new WarrenError('invalid_argument', 'limit must be an integer from 1 to 1000');
+    const limit = optionalInteger(c.req.query('limit'), 'limit', 1, 1000) ?? 100;
     const metadata: Record<string, string> = {};
     for (const [k, v] of Object.entries(c.req.query())) {
       if (k.startsWith('metadata.')) metadata[k.slice('metadata.'.length)] = v;
