@@ -148,7 +148,12 @@ function connect(host: string | undefined, port: string | undefined): void {
   };
   socket.on('data', onHead);
   socket.on('end', () => process.stdout.end());
-  socket.on('close', () => process.exit(0));
+  // Not process.exit(): output still buffered for stdout (a pipe) would be lost. With the
+  // connection gone and stdin let go, node ends once stdout is flushed.
+  socket.on('close', () => {
+    process.stdin.unpipe(socket);
+    process.stdin.destroy();
+  });
 }
 
 const mode = process.argv[2] ?? 'serve';
