@@ -31,6 +31,7 @@ export interface StreamHandlers {
 export type ExitEvent = Extract<GuestEvent, { event: 'exit' }>;
 
 interface Pending {
+  op: GuestOp;
   resolve(v: unknown): void;
   reject(e: Error): void;
 }
@@ -182,10 +183,10 @@ export class GuestClient {
           done();
         }, done);
       },
+      // Also runs after a normal finish (autoDestroy), while replies may still come: the
+      // tunnel stays registered until the whole connection closes.
       destroy: (err, done) => {
         if (!ended && this.tunnels.has(stream)) this.notify('cancel', { stream });
-        this.tunnels.delete(stream);
-        this.creditWaiters.delete(stream);
         done(err);
       },
     });
@@ -205,17 +206,28 @@ export class GuestClient {
     }
     conn.on('close', () => {
       clearTimeout(idle);
+      // The agent's End may still be on its way; a closed tunnel must not count as a call.
+      this.streams.delete(stream);
       this.tunnels.delete(stream);
       this.creditWaiters.delete(stream);
     });
     return conn;
   }
 
-  /** Calls waiting for an answer and their streams: the channel is in use. */
+  /**
+   * Calls waiting for an answer and their streams: the channel is in use. The daemon's own
+   * heartbeat does not count: a hibernate that cuts it costs nothing.
+   */
   get busy(): number {
-    let streams = 0;
-    for (const id of this.streams.keys()) if (!this.tunnels.has(id)) streams++;
-    return this.pending.size + streams;
+    return this.inUse().length;
+  }
+
+  /** What keeps the channel busy, for messages: the calls' operations and open streams. */
+  inUse(): string[] {
+    const uses: string[] = [];
+    for (const p of this.pending.values()) if (p.op !== 'ping') uses.push(p.op);
+    for (const id of this.streams.keys()) if (!this.tunnels.has(id) && !this.pending.has(id)) uses.push(`stream ${id}`);
+    return uses;
   }
 
   /** Egress connections open now (activity, but not calls: a hibernate cuts them). */
@@ -262,7 +274,7 @@ export class GuestClient {
     }
     if (streams) this.streams.set(id, streams);
     const result = new Promise<GuestOps[K]['result']>((resolve, reject) => {
-      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.pending.set(id, { op, resolve: resolve as (v: unknown) => void, reject });
     });
     this.write(encodeFrame(FrameKind.Message, 0, payload));
     return { id, result };

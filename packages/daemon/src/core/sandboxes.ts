@@ -344,8 +344,9 @@ export class SandboxService {
       const r = this.record(id, 'hibernate');
       if (r.state === 'hibernated') return this.get(id);
       const live = this.live.get(id);
-      if (live && live.client.busy > 0) {
-        throw new WarrenError('conflict', `sandbox ${id} has ${live.client.busy} call(s) in progress (exec, file transfer or output stream); hibernate it when they have finished`);
+      const inUse = live?.client.inUse() ?? [];
+      if (inUse.length) {
+        throw new WarrenError('conflict', `sandbox ${id} has ${inUse.length} call(s) in progress (${inUse.join(', ')}); hibernate it when they have finished`);
       }
       const started = Date.now();
       const dir = this.opts.images.hibernated(id);
