@@ -21,7 +21,7 @@ export WARREN_HOME="${WARREN_HOME:-/var/lib/warren}"
 need_pkgs=()
 command -v runsc >/dev/null && runsc --version | grep -q 2024 || need_pkgs+=(runsc)
 # gcc and libc6-dev build warren-init, the small static init that starts commands in sandboxes.
-for p in debootstrap iproute2 procps ca-certificates gcc libc6-dev; do
+for p in debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -31,7 +31,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # runsc must come from bookworm-backports: bookworm's own build is an old ptrace-only one.
   apt-get install -y -qq -t bookworm-backports runsc >/dev/null
-  apt-get install -y -qq debootstrap iproute2 procps ca-certificates gcc libc6-dev >/dev/null
+  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev >/dev/null
 fi
 log "runsc: $(runsc --version | head -1)"
 
