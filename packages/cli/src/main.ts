@@ -9,6 +9,7 @@ import { registerUsageCommands } from './usage.js';
 import { collect, keyValues, positiveInt, printJson, sandboxRows } from './output.js';
 import { registerMachineCommands } from './machine.js';
 import { registerNetworkCommands } from './network.js';
+import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 
 const program = new Command();
 program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
@@ -49,15 +50,17 @@ program
   .addOption(new Option('--idle <seconds>', 'hibernate after this many seconds without activity').argParser(positiveInt('--idle')))
   .option('--snapshot <id>', 'start from this snapshot instead of a template')
   .option('--allow <rule>', 'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)', collect, [])
+  .option('--credential <spec>', CREDENTIAL_HELP, collect, [])
   .option('--json', 'print the sandbox as JSON')
-  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; idle?: number; snapshot?: string; allow: string[]; json?: boolean }) => {
+  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; idle?: number; snapshot?: string; allow: string[]; credential: string[]; json?: boolean }) => {
+    const credentials = parseCredentialFlags(opts.credential);
     const resources = { ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.memory ? { memoryMB: opts.memory } : {}) };
     const sbx = await Sandbox.create({
       template: opts.template,
       ttlSeconds: opts.ttl,
       idleSeconds: opts.idle,
       snapshot: opts.snapshot,
-      ...(opts.allow.length ? { network: { allow: opts.allow } } : {}),
+      ...(opts.allow.length || credentials.length ? { network: { allow: opts.allow, ...(credentials.length ? { credentials } : {}) } } : {}),
       metadata: keyValues(opts.metadata, '--metadata'),
       env: keyValues(opts.env, '--env'),
       ...(Object.keys(resources).length ? { resources } : {}),

@@ -1,6 +1,7 @@
 /** `warren net` and `warren egress`: a sandbox's egress policy and its audit log. */
 import type { Command } from 'commander';
-import { Sandbox, type EgressEntry } from '@warren/sdk';
+import { Sandbox, type EgressEntry, type NetworkPolicy } from '@warren/sdk';
+import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 import { Option } from 'commander';
 import { collect, positiveInt, printJson, table } from './output.js';
 
@@ -23,14 +24,22 @@ export function registerNetworkCommands(program: Command): void {
     .description('show or replace what a sandbox may reach through the egress proxy')
     .argument('<id>')
     .option('--allow <rule>', 'DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT], repeatable; replaces the rules', collect, [])
-    .option('--deny-all', 'remove every rule: nothing outside is reachable')
+    .option('--credential <spec>', `${CREDENTIAL_HELP}; replaces the credentials (without --allow the rules stay)`, collect, [])
+    .option('--deny-all', 'remove every rule and credential: nothing outside is reachable')
     .option('--json', 'print JSON')
-    .action(async (id: string, opts: { allow: string[]; denyAll?: boolean; json?: boolean }) => {
-      if (opts.denyAll && opts.allow.length) throw new Error('give --allow rules or --deny-all, not both');
+    .action(async (id: string, opts: { allow: string[]; credential: string[]; denyAll?: boolean; json?: boolean }) => {
+      if (opts.denyAll && (opts.allow.length || opts.credential.length)) throw new Error('give --allow/--credential or --deny-all, not both');
       const sbx = await Sandbox.connect(id);
-      const policy = opts.denyAll || opts.allow.length ? await sbx.setNetwork({ allow: opts.denyAll ? [] : opts.allow }) : await sbx.getNetwork();
+      const credentials = parseCredentialFlags(opts.credential);
+      let policy: NetworkPolicy;
+      if (opts.denyAll) policy = await sbx.setNetwork({ allow: [] });
+      else if (opts.allow.length || credentials.length) {
+        // A PUT replaces the whole policy: credentials alone keep the current rules.
+        const allow = opts.allow.length ? opts.allow : (await sbx.getNetwork()).allow;
+        policy = await sbx.setNetwork({ allow, ...(credentials.length ? { credentials } : {}) });
+      } else policy = await sbx.getNetwork();
       if (opts.json) printJson(policy);
-      else process.stdout.write(policy.allow.length ? policy.allow.map((r) => `allow ${r}\n`).join('') : 'nothing allowed (all egress is refused)\n');
+      else process.stdout.write(policyLines(policy));
     });
 
   program
@@ -55,6 +64,12 @@ export function registerNetworkCommands(program: Command): void {
         if (entries.length < 1000) await new Promise((r) => setTimeout(r, FOLLOW_POLL_MS));
       }
     });
+}
+
+function policyLines(policy: NetworkPolicy): string {
+  if (!policy.allow.length) return 'nothing allowed (all egress is refused)\n';
+  const credentials = (policy.credentials ?? []).map((c) => `credential ${c.host}: ${Object.keys(c.headers).join(', ')} (values are kept by the daemon)\n`);
+  return policy.allow.map((r) => `allow ${r}\n`).join('') + credentials.join('');
 }
 
 function egressRows(entries: EgressEntry[], header: boolean): string {

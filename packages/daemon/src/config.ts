@@ -24,6 +24,12 @@ export interface DaemonConfig {
   priceVcpuHour: number;
   /** USD per GiB-hour of memory a running sandbox has allocated. */
   priceGibHour: number;
+  /**
+   * A PEM file of extra CAs the egress proxy trusts, besides the system store, when it
+   * connects to a credential host over TLS (WARREN_EGRESS_UPSTREAM_CA): a private server, or
+   * a test's own HTTPS server.
+   */
+  egressUpstreamCaFile?: string;
 }
 
 export const DEFAULT_PRICE_VCPU_HOUR = 0.054;
@@ -42,6 +48,7 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),
     priceGibHour: overrides.priceGibHour ?? price(env, 'WARREN_PRICE_GIB_HOUR', DEFAULT_PRICE_GIB_HOUR),
+    egressUpstreamCaFile: overrides.egressUpstreamCaFile ?? (env.WARREN_EGRESS_UPSTREAM_CA ? path.resolve(env.WARREN_EGRESS_UPSTREAM_CA) : undefined),
     templatesDir: path.resolve(overrides.templatesDir ?? env.WARREN_TEMPLATES ?? path.join(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME, 'templates')),
   };
 }
@@ -76,5 +83,7 @@ export function layout(home: string) {
     images: path.join(home, 'images'),
     /** Signs port URLs (network/ports.ts). */
     portSecret: path.join(home, 'port.secret'),
+    /** Per-sandbox CAs for credential brokering (network/ca.ts); keys never leave the host. */
+    egressCa: path.join(home, 'egress-ca'),
   };
 }

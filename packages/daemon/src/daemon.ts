@@ -18,6 +18,8 @@ import { Baker } from './core/bake.js';
 import { ImageStore } from './core/images.js';
 import { EgressLog } from './network/audit.js';
 import { EgressProxy } from './network/proxy.js';
+import { SandboxCaStore } from './network/ca.js';
+import { upstreamTrust } from './network/upstream-trust.js';
 import { PortTokens } from './network/ports.js';
 import { portUpgrade, type PortDeps } from './api/routes/ports.js';
 import { SnapshotService } from './core/snapshots.js';
@@ -112,10 +114,15 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     log,
   });
   const egressLog = new EgressLog(registry.database);
-  const egress = new EgressProxy({ log: log.child({ component: 'egress' }), audit: { start: (r) => egressLog.record(r), finish: (id, up, down) => egressLog.finish(id, up, down) } });
+  const egressCa = new SandboxCaStore(paths.egressCa);
+  const egress = new EgressProxy({
+    log: log.child({ component: 'egress' }),
+    audit: { start: (r) => egressLog.record(r), finish: (id, up, down) => egressLog.finish(id, up, down) },
+    credentialTls: { contextFor: (id, host) => egressCa.contextFor(id, host), upstreamCa: upstreamTrust(config.egressUpstreamCaFile) },
+  });
   const images = new ImageStore(paths.images);
   await images.clearStale();
-  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress });
+  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress, egressCa });
   const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);

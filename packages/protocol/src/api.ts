@@ -326,8 +326,30 @@ export interface UsageReport {
  * `*.SUFFIX[:PORT]`, `IP[:PORT]` or `IP/CIDR[:PORT]`; everything else is refused. An empty
  * list refuses everything (the default).
  */
-export const NetworkPolicy = z.object({ allow: z.array(z.string().min(1).max(300)).max(256) }).strict();
+export const NetworkPolicy = z
+  .object({
+    allow: z.array(z.string().min(1).max(300)).max(256),
+    /** Headers the daemon adds to requests to a host; the values never enter the sandbox. */
+    credentials: z.array(z.lazy(() => CredentialRule)).max(64).optional(),
+  })
+  .strict();
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
+
+/**
+ * Credential brokering: `headers` are added to (or replace those of) every request the
+ * sandbox makes to `host` (`NAME[:PORT]` or `IP[:PORT]`, no wildcards; it must also be allowed
+ * by an allow rule). HTTPS to that host is terminated by the daemon with a per-sandbox CA the
+ * sandbox trusts. Responses never carry the values: GET shows them as REDACTED.
+ */
+export const CredentialRule = z
+  .object({
+    host: z.string().min(1).max(300),
+    headers: z.record(z.string().min(1).max(256), z.string().max(8192)),
+  })
+  .strict();
+export type CredentialRule = z.infer<typeof CredentialRule>;
+/** What GET and PUT return in place of a credential header's value. */
+export const REDACTED = '[redacted]';
 
 /** One egress attempt through the proxy, allowed or refused. */
 export interface EgressEntry {

@@ -21,6 +21,11 @@ export const FIRST_AGENT_STREAM = 0x40000000;
 /** `connect HOST PORT` inside every sandbox: TCP through the egress proxy on stdio (ssh ProxyCommand). */
 export const CONNECT_HELPER_PATH = '/opt/warren/lib/connect';
 
+/** The sandbox's egress CA certificate, when it has credential rules (docs/network.md). */
+export const EGRESS_CA_PATH = '/etc/warren/egress-ca.pem';
+/** The system CA bundle inside; the egress CA is appended to it. */
+export const CA_BUNDLE_PATH = '/etc/ssl/certs/ca-certificates.crt';
+
 /** Where the read-only agent bundle is mounted inside every sandbox. */
 export const AGENT_MOUNT_DIR = '/opt/warren';
 

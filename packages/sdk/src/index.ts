@@ -1,6 +1,6 @@
 export { Sandbox, type ExecOptions, type BackgroundOptions, type CreateOptions, type ForkOptions } from './sandbox.js';
 export { Snapshots } from './snapshots.js';
-export type { SnapshotInfo, ForkResult, NetworkPolicy, EgressEntry } from '@warren/protocol';
+export type { SnapshotInfo, ForkResult, NetworkPolicy, CredentialRule, EgressEntry } from '@warren/protocol';
 export { Files, type FileOptions, type WriteData } from './files.js';
 export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';

@@ -183,15 +183,21 @@ export class Sandbox {
     return (await this.http.json<PortUrl>('POST', `/v1/sandboxes/${this.id}/ports/${port}/url`, { json: opts })).url;
   }
 
-  /** The egress policy: what the sandbox may reach through the daemon's proxy. */
+  /**
+   * The egress policy: what the sandbox may reach through the daemon's proxy. Credential
+   * header values are never returned (each shows as '[redacted]').
+   */
   async getNetwork(): Promise<NetworkPolicy> {
     return this.http.json<NetworkPolicy>('GET', `/v1/sandboxes/${this.id}/network`);
   }
 
   /**
    * Replaces the egress policy (`allow: []` refuses everything). Open connections end; new
-   * ones follow the new rules.
+   * ones follow the new rules. `credentials` replace the sandbox's credentials too (absent:
+   * none): the daemon adds those headers to requests to that host, and the values never
+   * enter the sandbox (docs/network.md).
    * @example await sbx.setNetwork({ allow: ['registry.npmjs.org', '*.github.com:443'] })
+   * @example await sbx.setNetwork({ allow: ['api.example.com:443'], credentials: [{ host: 'api.example.com:443', headers: { Authorization: `Bearer ${token}` } }] })
    */
   async setNetwork(policy: NetworkPolicy): Promise<NetworkPolicy> {
     return this.http.json<NetworkPolicy>('PUT', `/v1/sandboxes/${this.id}/network`, { json: policy });

@@ -3,7 +3,7 @@
  * restarts: on start it is reconciled against what the driver reports (core/recovery.ts).
  */
 import Database from 'better-sqlite3';
-import type { BootKind, Metadata, ResolvedResources, SandboxState } from '@warren/protocol';
+import type { BootKind, CredentialRule, Metadata, ResolvedResources, SandboxState } from '@warren/protocol';
 
 export interface SandboxRecord {
   id: string;
@@ -25,6 +25,11 @@ export interface SandboxRecord {
   source?: string;
   /** Egress allow rules (validated); empty: nothing outside is reachable. */
   network: string[];
+  /**
+   * Credential rules (validated, with their secret values): the daemon's registry is the only
+   * place they are kept. Absent or empty: none.
+   */
+  credentials?: CredentialRule[];
 }
 
 /** A saved sandbox (memory, processes, files) that new sandboxes can start from. */
@@ -57,6 +62,7 @@ interface Row {
   idle_seconds: number | null;
   source: string | null;
   network: string;
+  credentials: string;
 }
 
 export interface ListQuery {
@@ -120,6 +126,7 @@ export class Registry {
     if (!columns.includes('idle_seconds')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN idle_seconds INTEGER');
     if (!columns.includes('source')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN source TEXT');
     if (!columns.includes('network')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT '[]'");
+    if (!columns.includes('credentials')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN credentials TEXT NOT NULL DEFAULT '[]'");
   }
 
   /** The same database, for stores that keep their own tables in it (core/usage.ts). */
@@ -134,8 +141,8 @@ export class Registry {
   insert(r: SandboxRecord): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source, network)
-         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source, @network)`,
+        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source, network, credentials)
+         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source, @network, @credentials)`,
       )
       .run(toRow(r));
   }
@@ -153,8 +160,8 @@ export class Registry {
     this.db.prepare('UPDATE sandboxes SET boot = ? WHERE id = ?').run(boot, id);
   }
 
-  setNetwork(id: string, rules: string[]): void {
-    this.db.prepare('UPDATE sandboxes SET network = ? WHERE id = ?').run(JSON.stringify(rules), id);
+  setNetwork(id: string, rules: string[], credentials: CredentialRule[] = []): void {
+    this.db.prepare('UPDATE sandboxes SET network = ?, credentials = ? WHERE id = ?').run(JSON.stringify(rules), JSON.stringify(credentials), id);
   }
 
   setExpiry(id: string, expiresAt: number): void {
@@ -260,6 +267,7 @@ function toRow(r: SandboxRecord): Row {
     idle_seconds: r.idleSeconds ?? null,
     source: r.source ?? null,
     network: JSON.stringify(r.network),
+    credentials: JSON.stringify(r.credentials ?? []),
   };
 }
 
@@ -280,6 +288,7 @@ function fromRow(row: Row): SandboxRecord {
     ...(row.idle_seconds !== null ? { idleSeconds: row.idle_seconds } : {}),
     ...(row.source !== null ? { source: row.source } : {}),
     network: JSON.parse(row.network) as string[],
+    ...(row.credentials && row.credentials !== '[]' ? { credentials: JSON.parse(row.credentials) as CredentialRule[] } : {}),
   };
 }
 

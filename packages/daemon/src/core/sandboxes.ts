@@ -22,6 +22,8 @@ import {
   type NetworkPolicy,
 } from '@warren/protocol';
 import { parsePolicy, policyRules, type EgressPolicy } from '../network/policy.js';
+import { credentialRules, parseCredentials, redactedCredentials } from '../network/credentials.js';
+import { installEgressCa, TRUST_ENV } from './egress-trust.js';
 import { CONNECT_HELPER_PATH, EGRESS_PROXY_PORT } from '@warren/protocol';
 import type { Duplex } from 'node:stream';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
@@ -73,6 +75,15 @@ export interface SandboxServiceOptions {
   maxForkCount?: number;
   /** The daemon's egress proxy (network/proxy.ts); without it tunnels are refused. */
   egress?: EgressServer;
+  /** Per-sandbox CAs for credential brokering (network/ca.ts); without it credentials are refused. */
+  egressCa?: EgressCaStore;
+}
+
+/** What the sandbox service needs of the per-sandbox CA store. */
+export interface EgressCaStore {
+  /** The sandbox's CA certificate (PEM), created on first use. */
+  ensure(sandboxId: string): Promise<string>;
+  remove(sandboxId: string): Promise<void>;
 }
 
 /** What the sandbox service needs of the egress proxy. */
@@ -154,7 +165,7 @@ export class SandboxService {
       apiKeyId,
       boot: member ? 'pool' : 'cold',
       ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
-      network: egressRules(req.network),
+      ...egressPolicy(req.network),
     };
     const log = this.opts.log.child({ sandbox: record.id });
     const undo = this.beginCreate(record, log);
@@ -495,10 +506,16 @@ export class SandboxService {
    */
   private async bind(record: SandboxRecord): Promise<void> {
     const runtime = templateRuntime(record.rootfs);
-    await this.guestOf(record.id).request(
+    const client = this.guestOf(record.id);
+    // Read again: a PUT during a create may have added credentials since record was made.
+    const trust = (this.opts.registry.get(record.id)?.credentials ?? record.credentials ?? []).length > 0;
+    // Only a sandbox with credentials pays for a CA; the pooled fast path does nothing here.
+    if (trust) await installEgressCa(client, await this.caStore().ensure(record.id));
+    await client.request(
       'configure',
       {
-        env: { ...PROXY_ENV, ...runtime.env, ...record.env },
+        env: { ...PROXY_ENV, ...(trust ? TRUST_ENV : {}), ...runtime.env, ...record.env },
+
         hostname: record.id,
         pidsLimit: record.resources.pids,
         defaultUser: runtime.user,
@@ -531,30 +548,50 @@ export class SandboxService {
 
   /** The sandbox's egress policy as the proxy applies it (nothing allowed when unknown). */
   private policyOf(id: string): EgressPolicy {
-    const rules = this.opts.registry.get(id)?.network ?? [];
+    const r = this.opts.registry.get(id);
+    const rules = r?.network ?? [];
+    const key = `${rules.join('\n')}\n${JSON.stringify(r?.credentials ?? [])}`;
     let cached = this.policies.get(id);
-    if (!cached || cached.rules !== rules.join('\n')) {
-      cached = { rules: rules.join('\n'), policy: parsePolicy(rules) };
+    if (!cached || cached.rules !== key) {
+      const policy = parsePolicy(rules);
+      policy.credentials = parseCredentials(r?.credentials, policy);
+      cached = { rules: key, policy };
       this.policies.set(id, cached);
     }
     return cached.policy;
   }
 
+  /** The policy as the API shows it: credential values are never given back. */
   getNetwork(id: string): NetworkPolicy {
-    return { allow: this.record(id, 'get').network };
+    return networkView(this.record(id, 'get'));
+  }
+
+  private caStore(): EgressCaStore {
+    if (!this.opts.egressCa) throw new WarrenError('failed_precondition', 'this daemon has no egress CA store: credentials are not supported');
+    return this.opts.egressCa;
   }
 
   /**
    * Replaces the sandbox's egress policy. New connections follow it at once; open ones are
    * ended, so a tightened policy leaves nothing it no longer allows.
    */
-  setNetwork(id: string, policy: NetworkPolicy): NetworkPolicy {
-    this.record(id, 'setNetwork');
-    const rules = egressRules(policy);
-    this.opts.registry.setNetwork(id, rules);
+  async setNetwork(id: string, policy: NetworkPolicy): Promise<NetworkPolicy> {
+    const before = this.record(id, 'setNetwork');
+    const next = egressPolicy(policy);
+    if (next.credentials?.length) this.caStore();
+    // Credentials on a sandbox that had none: it must trust its egress CA before any request
+    // is terminated with it (a hibernated sandbox is resumed for that; one still being
+    // created gets it from its own bind, which reads the registry).
+    if (next.credentials?.length && !before.credentials?.length && before.state !== 'creating') {
+      await this.guest(id, 'setNetwork');
+      await this.bind({ ...this.record(id, 'setNetwork'), credentials: next.credentials });
+    }
+    const rules = next.network;
+    this.opts.registry.setNetwork(id, rules, next.credentials);
     this.opts.egress?.closeAll(id);
-    this.opts.log.info({ sandbox: id, allow: rules }, 'network policy changed');
-    return { allow: rules };
+    // Hosts only: the values are secrets and stay out of logs.
+    this.opts.log.info({ sandbox: id, allow: rules, credentialHosts: next.credentials?.map((c) => c.host) ?? [] }, 'network policy changed');
+    return this.getNetwork(id);
   }
 
   /** get, plus the host disk it uses: its own writes while running, its image while hibernated. */
@@ -626,6 +663,7 @@ export class SandboxService {
     this.policies.delete(id);
     this.opts.egress?.closeAll(id);
     await this.release(id, reason);
+    await this.opts.egressCa?.remove(id);
     await this.opts.images.remove(this.opts.images.hibernated(id));
   }
 
@@ -766,7 +804,7 @@ async function settleLimited<T>(limit: number, count: number, task: () => Promis
  * template version, env, resources and key, with the request's ttl, metadata and idleSeconds.
  */
 function recordFromImage(
-  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & { network?: string[] },
+  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & { network?: string[]; credentials?: SandboxRecord['credentials'] },
   req: { ttlSeconds?: number; metadata?: SandboxRecord['metadata']; idleSeconds?: number; env?: Record<string, string>; resources?: ResolvedResources; network?: NetworkPolicy },
   boot: BootKind,
   source: string,
@@ -786,14 +824,27 @@ function recordFromImage(
     boot,
     source,
     ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
-    // A fork keeps its parent's policy; a snapshot's sandbox gets the request's (default: none).
-    network: req.network ? egressRules(req.network) : (from.network ?? []),
+    // A fork keeps its parent's policy, credentials included; a snapshot's sandbox gets the
+    // request's (default: none).
+    ...(req.network ? egressPolicy(req.network) : { network: from.network ?? [], ...(from.credentials?.length ? { credentials: from.credentials } : {}) }),
   };
 }
 
-/** The request's allow rules, validated (400 naming a bad rule); none: nothing is reachable. */
-function egressRules(policy: NetworkPolicy | undefined): string[] {
-  return policy ? policyRules(parsePolicy(policy.allow)) : [];
+/**
+ * The request's allow rules and credentials, validated (400 naming a bad rule or field);
+ * none: nothing is reachable.
+ */
+function egressPolicy(policy: NetworkPolicy | undefined): Pick<SandboxRecord, 'network' | 'credentials'> {
+  if (!policy) return { network: [] };
+  const parsed = parsePolicy(policy.allow);
+  const credentials = credentialRules(parseCredentials(policy.credentials, parsed));
+  return { network: policyRules(parsed), ...(credentials.length ? { credentials } : {}) };
+}
+
+/** The policy as GET and PUT show it: credential headers by name only. */
+function networkView(r: SandboxRecord): NetworkPolicy {
+  if (!r.credentials?.length) return { allow: r.network };
+  return { allow: r.network, credentials: redactedCredentials(parseCredentials(r.credentials, parsePolicy(r.network))) };
 }
 
 /** The template version a sandbox is pinned to, as boot() takes it (from its record). */

@@ -32,6 +32,7 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { domainToASCII } from 'node:url';
 import { WarrenError } from '@warren/protocol';
+import type { Credential } from './credentials.js';
 
 export interface EgressRule {
   /** The rule in normalised form, as `policyRules` returns it. */
@@ -49,6 +50,8 @@ export interface EgressRule {
 
 export interface EgressPolicy {
   rules: EgressRule[];
+  /** Headers added to requests to these hosts (network/credentials.ts); absent: none. */
+  credentials?: Credential[];
 }
 
 export const MAX_RULES = 256;

@@ -41,6 +41,8 @@ import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
 import { allowsAddress, allowsName, type EgressPolicy } from './policy.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
+import { credentialFor } from './credentials.js';
+import { TlsTerminator, type TerminatorOptions } from './terminate.js';
 
 /** Client and upstream streams one sandbox may hold open at once (each connection is two). */
 export const MAX_STREAMS_PER_SANDBOX = 2048;
@@ -61,6 +63,11 @@ export interface ProxyOptions {
   connectTimeoutMs?: number;
   /** Default MAX_STREAMS_PER_SANDBOX. */
   maxStreamsPerSandbox?: number;
+  /**
+   * Certificates for TLS termination of credential hosts (network/terminate.ts). Without it,
+   * HTTPS to a credential host is tunnelled untouched (no headers added).
+   */
+  credentialTls?: Pick<TerminatorOptions, 'contextFor' | 'upstreamCa'>;
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
@@ -89,7 +96,7 @@ const HOP_BY_HOP = new Set([
   'host',
 ]);
 
-interface Target {
+export interface Target {
   /** Normalised: lower case, punycode, IPv4 in dotted form, IPv6 without brackets. */
   host: string;
   port: number;
@@ -105,7 +112,7 @@ type Opened =
   | { ok: true; upstream: net.Socket; reason: string }
   | { ok: false; status: 403 | 502; decision: EgressRecord['decision']; reason: string };
 
-class Refusal extends Error {
+export class Refusal extends Error {
   constructor(
     readonly status: 400 | 403,
     message: string,
@@ -125,6 +132,7 @@ export class EgressProxy {
   private readonly lookup: typeof dnsPromises.lookup;
   private readonly connectTimeoutMs: number;
   private readonly maxStreams: number;
+  private readonly terminator?: TlsTerminator;
 
   constructor(opts: ProxyOptions) {
     this.log = opts.log;
@@ -133,6 +141,7 @@ export class EgressProxy {
     this.lookup = opts.lookup ?? dnsPromises.lookup;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.maxStreams = opts.maxStreamsPerSandbox ?? MAX_STREAMS_PER_SANDBOX;
+    if (opts.credentialTls) this.terminator = new TlsTerminator({ log: this.log, audit: this.audit, ...opts.credentialTls });
     // Never listens: connections arrive through serve(). A long upload is not a stuck
     // request, so no request timeout; idle keep-alive connections close as usual.
     this.server = http.createServer({ requestTimeout: 0 });
@@ -218,12 +227,17 @@ export class EgressProxy {
     }
 
     const { upstream } = opened;
-    const auditId = this.audit.start(this.record(client, attempt, 'allowed', opened.reason));
+    // Credential headers on plain HTTP travel in clear text (docs/network.md).
+    const headers = forwardedRequestHeaders(req, target);
+    const credential = credentialFor(client.policy().credentials, target.host, target.port);
+    for (const [name, value] of credential?.headers ?? []) headers[name] = value;
+    const reason = credential ? `${opened.reason}; credential headers added (${credential.headers.map(([n]) => n).join(', ')})` : opened.reason;
+    const auditId = this.audit.start(this.record(client, attempt, 'allowed', reason));
     upstream.once('close', () => this.audit.finish(auditId, upstream.bytesWritten, upstream.bytesRead));
     const outgoing = http.request({
       method,
       path,
-      headers: forwardedRequestHeaders(req, target),
+      headers,
       setHost: false,
       createConnection: () => upstream,
     });
@@ -272,6 +286,9 @@ export class EgressProxy {
     }
 
     const { upstream } = opened;
+    // HTTPS to a credential host is terminated here instead of tunnelled (terminate.ts).
+    const credential = this.terminator && credentialFor(client.policy().credentials, target.host, target.port);
+    let terminated = false;
     let auditId: number | undefined;
     const decide = (decision: EgressRecord['decision'], reason: string) => {
       if (auditId !== undefined) return;
@@ -281,13 +298,15 @@ export class EgressProxy {
     upstream.once('close', () => {
       decide('allowed', opened.reason); // closed before the client sent anything
       this.audit.finish(auditId!, upstream.bytesWritten, upstream.bytesRead);
-      conn.destroy();
+      // A terminated tunnel ends the client's side itself, after the response in progress.
+      if (!terminated) conn.destroy();
     });
     conn.once('close', () => upstream.destroy());
 
     conn.write('HTTP/1.1 200 Connection Established\r\n\r\n');
-    // Server-speaks-first protocols need this before the client sends anything.
-    upstream.pipe(conn);
+    // Server-speaks-first protocols need this before the client sends anything. A
+    // credential host is expected to speak TLS, which the client starts: it waits.
+    if (!credential) upstream.pipe(conn);
 
     const firstBytes: Buffer[] = head.length > 0 ? [head] : [];
     let buffered = head.length;
@@ -296,6 +315,7 @@ export class EgressProxy {
       conn.off('end', onEnd);
       for (const chunk of firstBytes) upstream.write(chunk);
       conn.pipe(upstream);
+      if (credential) upstream.pipe(conn);
     };
     const refuse = (reason: string) => {
       decide('denied', reason);
@@ -319,7 +339,17 @@ export class EgressProxy {
           if (sni !== undefined && comparableName(sni) !== comparableName(target.host)) {
             return refuse(`SNI ${truncate(sni, MAX_AUDITED_HOST)} differs from CONNECT host ${target.host}`);
           }
-          decide('allowed', sni === undefined ? `${opened.reason} (TLS without SNI)` : opened.reason);
+          const reason = sni === undefined ? `${opened.reason} (TLS without SNI)` : opened.reason;
+          if (credential && this.terminator) {
+            decide('allowed', `${reason}; TLS terminated to add credential headers`);
+            terminated = true;
+            conn.off('data', onData);
+            conn.off('end', onEnd);
+            conn.pause();
+            void this.terminator.take({ sandboxId: client.sandboxId, target, credential, conn, firstBytes: Buffer.concat(firstBytes), upstream });
+            return;
+          }
+          decide('allowed', reason);
           return admit();
         }
       }
@@ -515,7 +545,7 @@ function parseAbsoluteForm(url: string): { target: Target; path: string } {
 }
 
 /** The Host header, if present, must name the URL's host and port: no forged virtual host. */
-function checkHostHeader(req: http.IncomingMessage, target: Target): void {
+export function checkHostHeader(req: http.IncomingMessage, target: Target, defaultPort = 80): void {
   let count = 0;
   for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i].toLowerCase() === 'host') count++;
   if (count > 1) throw new Refusal(400, 'more than one Host header');
@@ -523,7 +553,7 @@ function checkHostHeader(req: http.IncomingMessage, target: Target): void {
   if (header === undefined) return; // HTTP/1.0: the URL decides, and the forwarded Host is set from it
   let named: Target;
   try {
-    named = parseAuthority(header, 80);
+    named = parseAuthority(header, defaultPort);
   } catch (err) {
     if (!(err instanceof Refusal)) throw err;
     throw new Refusal(400, `Host header: ${err.message}`);
@@ -533,7 +563,7 @@ function checkHostHeader(req: http.IncomingMessage, target: Target): void {
   }
 }
 
-function forwardedRequestHeaders(req: http.IncomingMessage, target: Target): http.OutgoingHttpHeaders {
+export function forwardedRequestHeaders(req: http.IncomingMessage, target: Target, defaultPort = 80): http.OutgoingHttpHeaders {
   const drop = connectionTokens(req.headers.connection);
   const headers: Record<string, string | string[]> = {};
   for (let i = 0; i < req.rawHeaders.length; i += 2) {
@@ -543,14 +573,14 @@ function forwardedRequestHeaders(req: http.IncomingMessage, target: Target): htt
     const value = req.rawHeaders[i + 1];
     headers[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
   }
-  headers.host = hostPort(target, 80);
+  headers.host = hostPort(target, defaultPort);
   // A chunked request body must stay framed upstream: node only chunks some methods by default,
   // and unframed body bytes would be read upstream as a second request (with an unchecked Host).
   if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
   return headers;
 }
 
-function forwardedResponseHeaders(res: http.IncomingMessage): string[] {
+export function forwardedResponseHeaders(res: http.IncomingMessage): string[] {
   const drop = connectionTokens(res.headers.connection);
   const flat: string[] = [];
   for (let i = 0; i < res.rawHeaders.length; i += 2) {
@@ -596,11 +626,11 @@ function notAllowed(target: Target, reason: string): string {
   return `${hostPort(target)} is not allowed by the sandbox's network policy: ${reason}`;
 }
 
-function truncate(text: string, max: number): string {
+export function truncate(text: string, max: number): string {
   return text.length > max ? text.slice(0, max) : text;
 }
 
-function respondText(res: http.ServerResponse, status: number, message: string): void {
+export function respondText(res: http.ServerResponse, status: number, message: string): void {
   const body = `warren egress proxy: ${message}\n`;
   res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
   res.end(body);

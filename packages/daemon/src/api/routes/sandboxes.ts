@@ -32,7 +32,7 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
 
   app.get('/:id/network', (c) => c.json(sandboxes.getNetwork(c.req.param('id'))));
 
-  app.put('/:id/network', async (c) => c.json(sandboxes.setNetwork(c.req.param('id'), parse(NetworkPolicy, await jsonBody(c)))));
+  app.put('/:id/network', async (c) => c.json(await sandboxes.setNetwork(c.req.param('id'), parse(NetworkPolicy, await jsonBody(c)))));
 
   app.get('/:id/egress', (c) => {
     const id = c.req.param('id');
