@@ -110,10 +110,23 @@ function ensureDir(dir: string): string {
   return dir;
 }
 
-/** runsc containers still registered under a daemon home. */
-export function runscContainers(home: string): string[] {
+/** Every runsc container registered under a daemon home, by its runsc id. */
+export function allRunscContainers(home: string): string[] {
   const out = execFileSync('runsc', ['--root', path.join(home, 'runsc'), 'list', '--quiet'], { encoding: 'utf8' });
   return out.split('\n').filter(Boolean);
+}
+
+/**
+ * The sandboxes that have a runsc container under a daemon home. A sandbox restored into a
+ * shell (a container the daemon created ahead, drivers/gvisor/shells.ts) runs in a container
+ * named after the shell, whose directory names the sandbox; shells nobody took are left out.
+ */
+export function runscContainers(home: string): string[] {
+  return allRunscContainers(home).flatMap((id) => {
+    if (!id.startsWith('shell-')) return [id];
+    const owner = path.join(home, 'shells', id, 'sandbox');
+    return existsSync(owner) ? [readFileSync(owner, 'utf8').trim()] : [];
+  });
 }
 
 /** Host processes that belong to a daemon home (sandboxes, gofers, relays). */
@@ -134,13 +147,13 @@ export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<vo
     await Promise.all(list.map((s) => d.http.json('DELETE', `/v1/sandboxes/${s.id}`).catch(() => undefined)));
     await d.stop();
   }
-  const containers = runscContainers(d.home);
+  const containers = allRunscContainers(d.home);
   const procs = hostProcessesFor(d.home);
-  const dirs = existsSync(path.join(d.home, 'sandboxes')) ? readdirNames(path.join(d.home, 'sandboxes')) : [];
+  const dirs = ['sandboxes', 'shells'].flatMap((sub) => (existsSync(path.join(d.home, sub)) ? readdirNames(path.join(d.home, sub)).map((x) => `${sub}/${x}`) : []));
   const problems = [
     ...containers.map((c) => `runsc container left: ${c}`),
     ...procs.map((p) => `host process left: ${p}`),
-    ...dirs.map((x) => `sandbox directory left: ${x}`),
+    ...dirs.map((x) => `directory left: ${x}`),
   ];
   forceClean(d.home, containers);
   if (!problems.length) rmSync(`${d.home}.log`, { force: true });

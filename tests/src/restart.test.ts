@@ -81,3 +81,31 @@ test('kill -9 of the daemon: a new daemon re-attaches, reports the dead, removes
   await still.kill();
   await (await Sandbox.connect(victim.id, third.conn)).kill();
 });
+
+test('after a restart, a re-attached sandbox hibernates, resumes and forks with its state', async () => {
+  const first = await startDaemon();
+  current = first;
+  const sbx = await first.create();
+  await sbx.exec(['bash', '-c', 'echo before > /tmp/mark; (i=0; while true; do i=$((i+1)); echo $i > /tmp/counter; sleep 0.2; done) >/dev/null 2>&1 &']);
+  await eventually(async () => Number((await sbx.files.readText('/tmp/counter')).trim()) > 1, 10_000, 'counter to start');
+  await first.crash();
+
+  const second = await startDaemon({ home: first.home });
+  current = second;
+  const again = await Sandbox.connect(sbx.id, second.conn);
+  // Its agent is now reached through a relay process: the image must not hold it.
+  await again.hibernate();
+  assert.equal((await again.refresh()).state, 'hibernated');
+  assert.equal((await again.exec('cat /tmp/mark')).stdout, 'before\n');
+  const c1 = Number((await again.files.readText('/tmp/counter')).trim());
+  await eventually(async () => Number((await again.files.readText('/tmp/counter')).trim()) > c1, 10_000, 'counter to go on after the resume');
+
+  const [child] = await again.forkTree(1);
+  assert.equal((await child!.exec('cat /tmp/mark')).stdout, 'before\n');
+  const c2 = Number((await child!.files.readText('/tmp/counter')).trim());
+  await eventually(async () => Number((await child!.files.readText('/tmp/counter')).trim()) > c2, 10_000, 'counter to go on in the fork');
+  // The parent kept its channel through the fork.
+  assert.equal((await again.exec('echo parent')).stdout, 'parent\n');
+  await child!.kill();
+  await again.kill();
+});

@@ -20,6 +20,11 @@ export interface DaemonConfig {
   bake: boolean;
   /** Most children one fork may ask for (WARREN_MAX_FORK). */
   maxForkCount: number;
+  /**
+   * runsc containers created ahead, per template shape, for restores to fill (WARREN_SHELLS,
+   * default 2; 0 turns them off): drivers/gvisor/shells.ts.
+   */
+  shellsPerShape: number;
   /** USD per vCPU-hour a running sandbox has allocated (usage reports, core/usage.ts). */
   priceVcpuHour: number;
   /** USD per GiB-hour of memory a running sandbox has allocated. */
@@ -45,6 +50,7 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     reapIntervalMs: overrides.reapIntervalMs ?? 1000,
     bake: overrides.bake ?? env.WARREN_BAKE !== '0',
     maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),
+    shellsPerShape: overrides.shellsPerShape ?? nonNegativeInteger('WARREN_SHELLS', env.WARREN_SHELLS, 2),
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),
     priceGibHour: overrides.priceGibHour ?? price(env, 'WARREN_PRICE_GIB_HOUR', DEFAULT_PRICE_GIB_HOUR),
@@ -63,9 +69,17 @@ function price(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
 }
 
 function positiveInteger(name: string, text: string | undefined, fallback: number): number {
+  return integerAtLeast(1, name, text, fallback);
+}
+
+function nonNegativeInteger(name: string, text: string | undefined, fallback: number): number {
+  return integerAtLeast(0, name, text, fallback);
+}
+
+function integerAtLeast(min: number, name: string, text: string | undefined, fallback: number): number {
   if (text === undefined || text === '') return fallback;
   const n = Number(text);
-  if (!Number.isInteger(n) || n < 1) throw new WarrenError('invalid_argument', `${name} must be a positive integer (got '${text}')`);
+  if (!Number.isInteger(n) || n < min) throw new WarrenError('invalid_argument', `${name} must be ${min === 1 ? 'a positive' : 'a non-negative'} integer (got '${text}')`);
   return n;
 }
 
@@ -76,6 +90,8 @@ export function layout(home: string) {
     lockSocket: path.join(home, 'daemon.sock'),
     runscRoot: path.join(home, 'runsc'),
     sandboxes: path.join(home, 'sandboxes'),
+    /** Containers created ahead for restores (drivers/gvisor/shells.ts). */
+    shells: path.join(home, 'shells'),
     guest: path.join(home, 'guest'),
     pools: path.join(home, 'pools.json'),
     bakes: path.join(home, 'bakes'),

@@ -93,6 +93,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     runscBinary: config.runscBinary,
     stateRoot: paths.runscRoot,
     sandboxesDir: paths.sandboxes,
+    shellsDir: paths.shells,
+    shellsPerShape: config.shellsPerShape,
     hostNodeBinary: process.execPath,
     hostGuestLibDir: paths.guest,
     log,
@@ -136,6 +138,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   templateService.onRemove((name) => baker.forget(name));
   // A new version with a start command is baked right away, so even its first create restores.
   templateService.onBuilt((t) => baker.prepare(t));
+  await driver.init();
   await recover({ registry, driver, sandboxes, images, sandboxesDir: paths.sandboxes, log });
   await snapshots.reconcile();
   // Sandboxes that died while the daemon was down stop being billed now.
@@ -178,6 +181,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
       reaper.stop();
       await pool.stop();
       await baker.stop();
+      await driver.close();
       sandboxes.detachAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       registry.close();

@@ -14,6 +14,7 @@ import { link, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/prom
 import path from 'node:path';
 
 const COMPLETE = 'COMPLETE';
+const RELAYED = 'RELAYED';
 
 export class ImageStore {
   constructor(private root: string) {}
@@ -50,6 +51,19 @@ export class ImageStore {
 
   isComplete(dir: string): boolean {
     return existsSync(path.join(dir, COMPLETE));
+  }
+
+  /**
+   * Marks an image taken while the agent was reached through an attach relay (after a daemon
+   * restart): its stdio channel had ended, so a restore of it is reached through a relay too.
+   */
+  async markRelayed(dir: string): Promise<void> {
+    await writeFile(path.join(dir, RELAYED), '');
+  }
+
+  /** Whether the image at imagePath (see imagePath) needs a relay to reach its agent. */
+  static isRelayed(imagePath: string): boolean {
+    return existsSync(path.join(path.dirname(imagePath), RELAYED));
   }
 
   async remove(dir: string): Promise<void> {

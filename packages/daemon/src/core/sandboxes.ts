@@ -59,6 +59,11 @@ interface Live {
   streams: GuestStreams;
   missed: number;
   checking: boolean;
+  /**
+   * The channel goes through an attach relay: the agent's stdio channel ended with the
+   * daemon that started it (a restart), so every later image of it needs a relay too.
+   */
+  relayed: boolean;
 }
 
 export interface SandboxServiceOptions {
@@ -201,14 +206,16 @@ export class SandboxService {
   private async boot(id: string, template: TemplateInfo, resources: ResolvedResources, from?: ImageSource): Promise<{ live: Live; kind: BootKind }> {
     const image = from ? from.image : this.opts.bakes?.imageFor(template);
     const spec = { id, hostname: id, rootfs: template.rootfs, resources };
+    const relayed = image !== undefined && ImageStore.isRelayed(image);
     let streams: GuestStreams;
     try {
       streams = image ? await this.opts.driver.restore(spec, image) : await this.opts.driver.start(spec);
+      if (relayed) streams = await this.relayTo(id, streams);
     } catch (err) {
       await this.opts.driver.destroy(id);
       throw err;
     }
-    const live = this.openChannel(id, streams);
+    const live = this.openChannel(id, streams, relayed);
     try {
       // On a restored agent, hello also drops what the channel carried when it was saved.
       await live.client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
@@ -262,6 +269,30 @@ export class SandboxService {
     );
   }
 
+  /**
+   * The channel of a restored sandbox whose agent no longer serves its stdio: an attach
+   * relay. The restore's own stdio stays open (drained) for the sandbox's init, which still
+   * holds it.
+   */
+  private async relayTo(id: string, restored: GuestStreams): Promise<GuestStreams> {
+    restored.fromGuest.resume();
+    try {
+      const relay = await this.opts.driver.attach(id);
+      return {
+        fromGuest: relay.fromGuest,
+        toGuest: relay.toGuest,
+        release: () => {
+          relay.release();
+          restored.release();
+        },
+        ...(relay.detach ? { detach: relay.detach } : {}),
+      };
+    } catch (err) {
+      restored.release();
+      throw err;
+    }
+  }
+
   /** Registers a sandbox being created; the Cleanup undoes that (and any boot) unless dismissed. */
   private beginCreate(record: SandboxRecord, log: Logger): Cleanup {
     const undo = new Cleanup(log);
@@ -308,6 +339,8 @@ export class SandboxService {
     // until the checkpoint stops them, and (leaveRunning) start again as it returns.
     const held = Date.now();
     await live.client.quiesce(QUIESCE_TIMEOUT_MS);
+    // A relay's host descriptors cannot be restored: it must not be in the image.
+    if (live.relayed) await this.dropRelay(id, live);
     const quiesced = Date.now();
     let stopped = false;
     let checkpointMs = 0;
@@ -320,10 +353,14 @@ export class SandboxService {
       throw err;
     } finally {
       // A failed checkpoint leaves the sandbox running: it must get its channel back.
-      if (!stopped) live.client.unquiesce();
+      if (!stopped) {
+        if (live.relayed) await this.reattach(id).catch((err: Error) => this.markDead(id, `its agent could not be reached again after a checkpoint: ${err.message}`));
+        else live.client.unquiesce();
+      }
     }
     const heldMs = Date.now() - held;
-    this.opts.log.info({ sandbox: id, quiesceMs: quiesced - held, checkpointMs, heldMs }, 'sandbox saved');
+    this.opts.log.info({ sandbox: id, quiesceMs: quiesced - held, checkpointMs, heldMs, relayed: live.relayed }, 'sandbox saved');
+    if (live.relayed) await this.opts.images.markRelayed(dir);
     await this.opts.images.markComplete(dir);
     return { checkpointMs, heldMs };
   }
@@ -494,7 +531,7 @@ export class SandboxService {
 
   /** Re-opens the guest channel of a registered sandbox (after a daemon restart). */
   async connect(record: SandboxRecord, streams: GuestStreams): Promise<void> {
-    this.live.set(record.id, this.openChannel(record.id, streams));
+    this.live.set(record.id, this.openChannel(record.id, streams, true));
     this.lastActive.set(record.id, Date.now());
     await this.guestOf(record.id).request('hello', {}, AGENT_READY_TIMEOUT_MS);
     await this.bind(record);
@@ -531,11 +568,26 @@ export class SandboxService {
     return live.client;
   }
 
-  private openChannel(id: string, streams: GuestStreams): Live {
+  /** Ends a quiesced sandbox's relay channel on purpose (not a lost sandbox). */
+  private async dropRelay(id: string, live: Live): Promise<void> {
+    this.live.delete(id);
+    live.client.close('relay ended for a checkpoint');
+    await live.streams.detach?.();
+    live.streams.release();
+  }
+
+  /** A new relay channel to a sandbox whose relay was dropped for a checkpoint that left it running. */
+  private async reattach(id: string): Promise<void> {
+    const live = this.openChannel(id, await this.opts.driver.attach(id), true);
+    this.live.set(id, live);
+    await live.client.request('hello', {}, AGENT_READY_TIMEOUT_MS);
+  }
+
+  private openChannel(id: string, streams: GuestStreams, relayed = false): Live {
     const client = new GuestClient(streams.fromGuest, streams.toGuest, (raw) => this.explain(id, `agent channel lost (${raw})`));
     const egress = this.opts.egress;
     if (egress) client.onTunnel((conn) => egress.serve(conn, id, () => this.policyOf(id)));
-    const live: Live = { client, streams, missed: 0, checking: false };
+    const live: Live = { client, streams, missed: 0, checking: false, relayed };
     client.onClose((reason) => {
       if (this.live.get(id) === live) void this.onChannelLost(id, reason);
     });

@@ -12,6 +12,11 @@ export interface GuestStreams {
   toGuest: Writable;
   /** Releases host resources held only for this channel (an attach relay process). */
   release(): void;
+  /**
+   * For an attach relay: ends it and resolves once it has exited inside the sandbox, so that
+   * a checkpoint does not hold it (its host descriptors cannot be restored).
+   */
+  detach?(): Promise<void>;
 }
 
 export interface StartSpec {

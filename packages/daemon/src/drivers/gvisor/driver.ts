@@ -5,7 +5,8 @@
  * sandbox's writes go to a filestore file in the sandbox's own host directory
  * (--overlay2=root:dir=...). See docs/storage.md for the measurements behind this.
  */
-import { mkdir, readdir, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, readdir, readFile, readlink, rm, stat, writeFile } from 'node:fs/promises';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -14,6 +15,7 @@ import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec 
 import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
 import { Runsc, lastLines } from './runsc.js';
 import { killCgroup, readCgroupFile, removeCgroup, writeCgroupFile } from './cgroups.js';
+import { ShellStock, type Shell } from './shells.js';
 
 export interface GvisorOptions {
   runscBinary: string;
@@ -21,6 +23,10 @@ export interface GvisorOptions {
   stateRoot: string;
   /** Per-sandbox host directories (bundle and overlay filestore). */
   sandboxesDir: string;
+  /** Host directories of shells: containers created ahead for restores (shells.ts). */
+  shellsDir: string;
+  /** Shells kept ready per template shape; 0 turns them off. */
+  shellsPerShape: number;
   hostNodeBinary: string;
   hostGuestLibDir: string;
   log: Logger;
@@ -35,31 +41,149 @@ function hostPidsLimit(pids: number): number {
 const CHECKPOINT_TIMEOUT_MS = 120_000;
 /** How long a Sentry stopped by its checkpoint may take to exit before it is destroyed. */
 const STOPPED_EXIT_GRACE_MS = 2_000;
+/** Container ids of shells; a sandbox restored into one keeps that container id. */
+const SHELL_PREFIX = 'shell-';
+/** In a shell's directory: the id of the sandbox restored into it. */
+const OWNER_FILE = 'sandbox';
+const SHELL_IDLE_MS = 15 * 60_000;
+const RESTORE_TIMEOUT_MS = 120_000;
+const RELAY_EXIT_TIMEOUT_MS = 5_000;
+
+interface ReadyShell extends Shell {
+  streams: GuestStreams;
+}
+
+/** What a shell must match to take a restore: the rootfs and the limits the Sentry was created with. */
+function shapeOf(spec: { rootfs: string; resources: ResolvedResources }): string {
+  const { cpus, memoryMB, pids } = spec.resources;
+  return JSON.stringify([spec.rootfs, cpus, memoryMB, pids]);
+}
+function specOfShape(shape: string, id: string): StartSpec {
+  const [rootfs, cpus, memoryMB, pids] = JSON.parse(shape) as [string, number, number, number];
+  return { id, hostname: id, rootfs, resources: { cpus, memoryMB, pids, diskMB: 0 } };
+}
 
 export class GvisorDriver implements SandboxDriver {
   readonly name = 'gvisor';
   private runsc: Runsc;
   /** Host pid of each sandbox's Sentry, for disk accounting. */
   private sandboxPids = new Map<string, number>();
+  /** Sandboxes whose runsc container has another id: those restored into a shell. */
+  private containers = new Map<string, string>();
+  /** The shape each sandbox was started with, to keep shells for its resume. */
+  private shapes = new Map<string, string>();
+  private shells: ShellStock<ReadyShell>;
 
   constructor(private opts: GvisorOptions) {
     this.runsc = new Runsc({ binary: opts.runscBinary, root: opts.stateRoot, platform: 'systrap' });
+    this.shells = new ShellStock<ReadyShell>({
+      perShape: opts.shellsPerShape,
+      idleMs: SHELL_IDLE_MS,
+      make: (shape) => this.makeShell(shape),
+      discard: (shell, why) => this.discardShell(shell, why),
+      usable: (shape) => existsSync(specOfShape(shape, '').rootfs),
+      log: opts.log.child({ component: 'shells' }),
+    });
   }
 
-  sandboxDir(id: string): string {
-    return path.join(this.opts.sandboxesDir, id);
+  /**
+   * Picks up after a previous daemon: shells it restored sandboxes into are those sandboxes'
+   * containers again; shells still empty are removed.
+   */
+  async init(): Promise<void> {
+    await mkdir(this.opts.shellsDir, { recursive: true, mode: 0o700 });
+    for (const id of await readdir(this.opts.shellsDir)) {
+      const owner = await readFile(path.join(this.opts.shellsDir, id, OWNER_FILE), 'utf8').catch(() => undefined);
+      if (owner) this.containers.set(owner.trim(), id);
+      else await this.destroyContainer(id);
+    }
+  }
+
+  /** Removes the shells nobody took. Sandboxes keep running. */
+  async close(): Promise<void> {
+    await this.shells.close();
+  }
+
+  /** The runsc container of a sandbox. */
+  private cid(id: string): string {
+    return this.containers.get(id) ?? id;
+  }
+
+  private containerDir(cid: string): string {
+    return path.join(cid.startsWith(SHELL_PREFIX) ? this.opts.shellsDir : this.opts.sandboxesDir, cid);
+  }
+
+  /** The sandbox a container belongs to (undefined for a shell nobody took yet). */
+  private ownerOf(cid: string): string | undefined {
+    if (!cid.startsWith(SHELL_PREFIX)) return cid;
+    for (const [id, c] of this.containers) if (c === cid) return id;
+    return undefined;
   }
 
   start(spec: StartSpec): Promise<GuestStreams> {
+    this.shapes.set(spec.id, shapeOf(spec));
     return this.launch(spec, (dir) => ['run', '--detach', '--bundle', dir, spec.id]);
   }
 
   /**
    * Brings up a sandbox from a checkpoint image instead of booting it: its processes continue
-   * from the instant of the checkpoint, talking over the fresh stdio pipes of this restore.
+   * from the instant of the checkpoint. Into a shell when one of its shape is ready (the
+   * agent then talks over the shell's stdio), else into a new container.
    */
-  restore(spec: StartSpec, imageDir: string): Promise<GuestStreams> {
-    return this.launch(spec, (dir) => ['restore', '--detach', '--image-path', imageDir, '--bundle', dir, spec.id]);
+  async restore(spec: StartSpec, imageDir: string): Promise<GuestStreams> {
+    const shape = shapeOf(spec);
+    this.shapes.set(spec.id, shape);
+    const done = this.shells.hold();
+    try {
+      const shell = this.shells.take(shape);
+      if (shell) {
+        try {
+          return await this.restoreInto(shell, spec.id, imageDir);
+        } catch (err) {
+          this.opts.log.warn({ sandbox: spec.id, shell: shell.id, err: (err as Error).message }, 'restore into a shell failed; restoring into a new container');
+        }
+      }
+      return await this.launch(spec, (dir) => ['restore', '--detach', '--image-path', imageDir, '--bundle', dir, spec.id]);
+    } finally {
+      done();
+    }
+  }
+
+  private async restoreInto(shell: ReadyShell, id: string, imageDir: string): Promise<GuestStreams> {
+    const dir = this.containerDir(shell.id);
+    // Written first: a daemon that dies during the restore must find the sandbox's container.
+    await writeFile(path.join(dir, OWNER_FILE), id);
+    this.containers.set(id, shell.id);
+    try {
+      await this.runsc.run(['restore', '--detach', '--image-path', imageDir, '--bundle', dir, shell.id], RESTORE_TIMEOUT_MS, this.containerFlags(shell.id));
+    } catch (err) {
+      shell.streams.release();
+      await this.destroy(id);
+      throw err;
+    }
+    return shell.streams;
+  }
+
+  private async makeShell(shape: string): Promise<ReadyShell> {
+    const id = `${SHELL_PREFIX}${randomBytes(6).toString('hex')}`;
+    try {
+      const streams = await this.launch(specOfShape(shape, id), (dir) => ['create', '--bundle', dir, id]);
+      return { id, shape, streams };
+    } catch (err) {
+      await this.destroyContainer(id);
+      throw err;
+    }
+  }
+
+  private async discardShell(shell: ReadyShell, why: string): Promise<void> {
+    this.opts.log.debug({ shell: shell.id, why }, 'discarding runsc shell');
+    shell.streams.release();
+    await this.destroyContainer(shell.id);
+  }
+
+  /** Global runsc flags of a container: no network device, its own overlay filestore. */
+  private containerFlags(cid: string): string[] {
+    return ['--network', 'none', '--overlay2', `root:dir=${path.join(this.containerDir(cid), 'fs')}`];
   }
 
   /**
@@ -68,9 +192,12 @@ export class GvisorDriver implements SandboxDriver {
    */
   async checkpoint(id: string, imageDir: string, opts: { leaveRunning?: boolean } = {}): Promise<void> {
     await mkdir(imageDir, { recursive: true, mode: 0o700 });
+    // A restore of this image is likely (a resume, fork children): have a shell ready for it.
+    const shape = this.shapes.get(id);
+    if (shape) this.shells.want(shape);
     try {
       // Uncompressed: restores are ~25% faster, for images ~4x larger (measured, 2026-12-02).
-      const args = ['checkpoint', '--compression=none', ...(opts.leaveRunning ? ['--leave-running'] : []), '--image-path', imageDir, id];
+      const args = ['checkpoint', '--compression=none', ...(opts.leaveRunning ? ['--leave-running'] : []), '--image-path', imageDir, this.cid(id)];
       await this.runsc.run(args, CHECKPOINT_TIMEOUT_MS);
     } catch (err) {
       const why = (err as Error).message;
@@ -81,11 +208,13 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
-  /** Writes the bundle and runs `runsc <command>` with the sandbox's stdio piped to us. */
+  /**
+   * Writes the bundle and runs `runsc <command>` with the container's stdio piped to us.
+   * spec.id is the container's id.
+   */
   private async launch(spec: StartSpec, command: (bundleDir: string) => string[]): Promise<GuestStreams> {
-    const dir = this.sandboxDir(spec.id);
-    const filestore = path.join(dir, 'fs');
-    await mkdir(filestore, { recursive: true, mode: 0o700 });
+    const dir = this.containerDir(spec.id);
+    await mkdir(path.join(dir, 'fs'), { recursive: true, mode: 0o700 });
     const oci = buildSpec({
       ...spec,
       hostNodeBinary: this.opts.hostNodeBinary,
@@ -94,10 +223,10 @@ export class GvisorDriver implements SandboxDriver {
       hostPidsLimit: hostPidsLimit(spec.resources.pids),
     });
     await writeFile(path.join(dir, 'config.json'), JSON.stringify(oci, null, 1));
-    const child = this.runsc.spawn(command(dir), ['--network', 'none', '--overlay2', `root:dir=${filestore}`], { stdio: ['pipe', 'pipe', 'pipe'] });
-    // Node destroys a child's stdin when the child exits, but `runsc run --detach` exits as
-    // soon as the sandbox is up while the sandbox keeps the other end of the pipe: keep our
-    // own reference and hide it from ChildProcess so it survives.
+    const child = this.runsc.spawn(command(dir), this.containerFlags(spec.id), { stdio: ['pipe', 'pipe', 'pipe'] });
+    // Node destroys a child's stdin when the child exits, but `runsc run --detach` (or
+    // create) exits as soon as the sandbox is up while the sandbox keeps the other end of the
+    // pipe: keep our own reference and hide it from ChildProcess so it survives.
     const toGuest = child.stdin!;
     child.stdin = null;
     // Until runsc exits, stderr is runsc's own; afterwards it is the agent's.
@@ -120,7 +249,7 @@ export class GvisorDriver implements SandboxDriver {
       child.stderr?.destroy();
       throw new WarrenError('internal', `runsc could not start sandbox ${spec.id}: ${lastLines(runscStderr)}`);
     }
-    child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: spec.id, agentStderr: chunk.toString('utf8').trimEnd() }, 'agent stderr'));
+    child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: this.ownerOf(spec.id) ?? spec.id, agentStderr: chunk.toString('utf8').trimEnd() }, 'agent stderr'));
     return {
       fromGuest: child.stdout!,
       toGuest,
@@ -137,37 +266,53 @@ export class GvisorDriver implements SandboxDriver {
    * memory size the Sentry reports inside (MemTotal) stays the one it booted with.
    */
   async resize(id: string, resources: ResolvedResources): Promise<void> {
+    const cid = this.cid(id);
     const memory = resources.memoryMB * 1024 * 1024;
-    const current = Number((await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.limit_in_bytes')) ?? NaN);
+    const current = Number((await readCgroupFile('memory', CGROUP_PARENT, cid, 'memory.limit_in_bytes')) ?? NaN);
     // memory.memsw stays unlimited (runsc sets no swap limit), so this one file is the limit.
     try {
-      if (current !== memory) await writeCgroupFile('memory', CGROUP_PARENT, id, 'memory.limit_in_bytes', String(memory));
-      await writeCgroupFile('cpu', CGROUP_PARENT, id, 'cpu.cfs_period_us', '100000');
-      await writeCgroupFile('cpu', CGROUP_PARENT, id, 'cpu.cfs_quota_us', String(Math.round(resources.cpus * 100_000)));
-      await writeCgroupFile('pids', CGROUP_PARENT, id, 'pids.max', String(hostPidsLimit(resources.pids)));
+      if (current !== memory) await writeCgroupFile('memory', CGROUP_PARENT, cid, 'memory.limit_in_bytes', String(memory));
+      await writeCgroupFile('cpu', CGROUP_PARENT, cid, 'cpu.cfs_period_us', '100000');
+      await writeCgroupFile('cpu', CGROUP_PARENT, cid, 'cpu.cfs_quota_us', String(Math.round(resources.cpus * 100_000)));
+      await writeCgroupFile('pids', CGROUP_PARENT, cid, 'pids.max', String(hostPidsLimit(resources.pids)));
     } catch (err) {
       throw new WarrenError('internal', `cannot set the limits of sandbox ${id}: ${(err as Error).message}`);
     }
   }
 
   async attach(id: string): Promise<GuestStreams> {
-    const child = this.runsc.spawn(['exec', id, GUEST_NODE_PATH, AGENT_PATH, 'attach'], [], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = this.runsc.spawn(['exec', this.cid(id), GUEST_NODE_PATH, AGENT_PATH, 'attach'], [], { stdio: ['pipe', 'pipe', 'pipe'] });
     child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: id, attachStderr: chunk.toString('utf8').trimEnd() }, 'attach relay stderr'));
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', () => resolve());
       child.once('error', (err) => reject(new WarrenError('internal', `cannot attach to sandbox ${id}: ${err.message}`)));
     });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     return {
       fromGuest: child.stdout!,
       toGuest: child.stdin!,
       release: () => {
         child.kill('SIGKILL');
       },
+      // The relay exits at the end of its stdin, and `runsc exec` once the relay has.
+      detach: async () => {
+        child.stdin!.end();
+        const timer = setTimeout(() => child.kill('SIGKILL'), RELAY_EXIT_TIMEOUT_MS);
+        await exited;
+        clearTimeout(timer);
+      },
     };
   }
 
   async destroy(id: string): Promise<void> {
+    const cid = this.cid(id);
     this.sandboxPids.delete(id);
+    this.shapes.delete(id);
+    await this.destroyContainer(cid);
+    this.containers.delete(id);
+  }
+
+  private async destroyContainer(id: string): Promise<void> {
     const known = (await this.runsc.list()).some((c) => c.id === id);
     if (known) {
       try {
@@ -185,7 +330,7 @@ export class GvisorDriver implements SandboxDriver {
     }
     await killCgroup(CGROUP_PARENT, id);
     await removeCgroup(CGROUP_PARENT, id);
-    await rm(this.sandboxDir(id), { recursive: true, force: true });
+    await rm(this.containerDir(id), { recursive: true, force: true });
   }
 
   /**
@@ -195,21 +340,31 @@ export class GvisorDriver implements SandboxDriver {
    * gone, the state files, cgroups and directory are removed here directly.
    */
   async removeStopped(id: string): Promise<void> {
-    const pid = this.sandboxPids.get(id) ?? (await this.runsc.list()).find((c) => c.id === id)?.pid;
+    const cid = this.cid(id);
+    const pid = this.sandboxPids.get(id) ?? (await this.runsc.list()).find((c) => c.id === cid)?.pid;
     // runsc checkpoint returns while the Sentry is still exiting.
     if (pid && !(await exited(pid, STOPPED_EXIT_GRACE_MS))) return this.destroy(id);
     this.sandboxPids.delete(id);
-    await this.forgetState(id);
-    await killCgroup(CGROUP_PARENT, id);
-    await removeCgroup(CGROUP_PARENT, id);
-    await rm(this.sandboxDir(id), { recursive: true, force: true });
+    this.shapes.delete(id);
+    await this.forgetState(cid);
+    await killCgroup(CGROUP_PARENT, cid);
+    await removeCgroup(CGROUP_PARENT, cid);
+    await rm(this.containerDir(cid), { recursive: true, force: true });
+    this.containers.delete(id);
   }
 
+  /** Sandboxes on the host, by sandbox id; shells nobody took are the driver's own. */
   async list(): Promise<DriverSandbox[]> {
-    return (await this.runsc.list()).map((c) => ({ id: c.id, running: c.status === 'running' }));
+    const out: DriverSandbox[] = [];
+    for (const c of await this.runsc.list()) {
+      const id = this.ownerOf(c.id);
+      if (id) out.push({ id, running: c.status === 'running' });
+    }
+    return out;
   }
 
   async diagnose(id: string): Promise<DeathCause> {
+    id = this.cid(id);
     const oomControl = await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.oom_control');
     const oomKills = Number(/oom_kill (\d+)/.exec(oomControl ?? '')?.[1] ?? 0);
     const underOom = /under_oom 1/.test(oomControl ?? '');
@@ -226,13 +381,14 @@ export class GvisorDriver implements SandboxDriver {
    * sandbox holds.
    */
   async diskUsage(id: string): Promise<number> {
+    const cid = this.cid(id);
     let pid = this.sandboxPids.get(id);
     if (!pid) {
-      pid = (await this.runsc.list()).find((c) => c.id === id)?.pid;
+      pid = (await this.runsc.list()).find((c) => c.id === cid)?.pid;
       if (!pid) return 0;
       this.sandboxPids.set(id, pid);
     }
-    const prefix = path.join(this.sandboxDir(id), 'fs', 'runsc-filestore');
+    const prefix = path.join(this.containerDir(cid), 'fs', 'runsc-filestore');
     let total = 0;
     for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => '');
@@ -249,7 +405,7 @@ export class GvisorDriver implements SandboxDriver {
    * takes, never less.
    */
   async imageSizeEstimate(id: string): Promise<number> {
-    const memory = Number((await readCgroupFile('memory', CGROUP_PARENT, id, 'memory.usage_in_bytes')) ?? 0);
+    const memory = Number((await readCgroupFile('memory', CGROUP_PARENT, this.cid(id), 'memory.usage_in_bytes')) ?? 0);
     return memory + (await this.diskUsage(id));
   }
 

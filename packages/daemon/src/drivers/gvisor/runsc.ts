@@ -29,9 +29,9 @@ export class Runsc {
     return spawn(this.config.binary, [...this.globalFlags(extraGlobal), ...args], options);
   }
 
-  async run(args: string[], timeoutMs = 30_000): Promise<string> {
+  async run(args: string[], timeoutMs = 30_000, extraGlobal: string[] = []): Promise<string> {
     try {
-      const { stdout } = await execFileP(this.config.binary, [...this.globalFlags(), ...args], {
+      const { stdout } = await execFileP(this.config.binary, [...this.globalFlags(extraGlobal), ...args], {
         timeout: timeoutMs,
         killSignal: 'SIGKILL',
         maxBuffer: 16 * 1024 * 1024,
