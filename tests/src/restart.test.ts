@@ -80,6 +80,8 @@ test('kill -9 of the daemon: a new daemon re-attaches, reports the dead, removes
   assert.equal((await still.exec('cat notes.txt')).stdout, 'written before the crash\n');
   await still.kill();
   await (await Sandbox.connect(victim.id, third.conn)).kill();
+  current = undefined;
+  await stopAndCheckClean(third);
 });
 
 test('after a restart, a re-attached sandbox hibernates, resumes and forks with its state', async () => {
