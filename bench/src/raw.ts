@@ -6,7 +6,7 @@
 import { spawn, execFileSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { TEMPLATES } from '@warren/tests/harness';
+import { TEMPLATES, containerOf } from '@warren/tests/harness';
 import type { Context } from './context.js';
 
 export const GUEST_NODE = '/opt/warren/bin/node';
@@ -233,7 +233,7 @@ export class RawCheckpoint {
   async checkpoint(home: string, id: string): Promise<{ ms: number; image: string; bytes: number }> {
     const image = path.join(this.images, `cp-${++this.seq}`);
     mkdirSync(image, { mode: 0o700 });
-    const args = ['--root', path.join(home, 'runsc'), '--platform', 'systrap', 'checkpoint', '--leave-running', '--compression=none', '--image-path', image, id];
+    const args = ['--root', path.join(home, 'runsc'), '--platform', 'systrap', 'checkpoint', '--leave-running', '--compression=none', '--image-path', image, containerOf(home, id).id];
     const t0 = performance.now();
     const { code, stderr } = await runToExit('runsc', args, ['ignore', 'ignore', 'pipe']);
     const ms = performance.now() - t0;
@@ -262,7 +262,7 @@ export class RawCheckpoint {
     const bundle = path.join(this.bundles, rid);
     const filestore = path.join(bundle, 'fs');
     mkdirSync(filestore, { recursive: true });
-    const spec = JSON.parse(readFileSync(path.join(home, 'sandboxes', id, 'config.json'), 'utf8')) as { linux: { cgroupsPath?: string } };
+    const spec = JSON.parse(readFileSync(path.join(containerOf(home, id).dir, 'config.json'), 'utf8')) as { linux: { cgroupsPath?: string } };
     spec.linux.cgroupsPath = `/${RAW_CGROUP_PARENT}/${rid}`;
     writeFileSync(path.join(bundle, 'config.json'), JSON.stringify(spec));
     const args = ['--root', this.root, '--platform', 'systrap', '--network', 'none', '--overlay2', `root:dir=${filestore}`, 'restore', '--detach', '--image-path', image, '--bundle', bundle, rid];

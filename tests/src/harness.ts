@@ -129,6 +129,16 @@ export function runscContainers(home: string): string[] {
   });
 }
 
+/** The runsc container a sandbox runs in, and the directory of its bundle. */
+export function containerOf(home: string, id: string): { id: string; dir: string } {
+  for (const cid of allRunscContainers(home)) {
+    if (!cid.startsWith('shell-')) continue;
+    const dir = path.join(home, 'shells', cid);
+    if (existsSync(path.join(dir, 'sandbox')) && readFileSync(path.join(dir, 'sandbox'), 'utf8').trim() === id) return { id: cid, dir };
+  }
+  return { id, dir: path.join(home, 'sandboxes', id) };
+}
+
 /** Host processes that belong to a daemon home (sandboxes, gofers, relays). */
 export function hostProcessesFor(home: string): string[] {
   const out = execFileSync('ps', ['-eo', 'pid,args'], { encoding: 'utf8' });

@@ -92,9 +92,10 @@ export class GvisorDriver implements SandboxDriver {
    */
   async init(): Promise<void> {
     await mkdir(this.opts.shellsDir, { recursive: true, mode: 0o700 });
+    const onHost = new Set((await this.runsc.list()).map((c) => c.id));
     for (const id of await readdir(this.opts.shellsDir)) {
       const owner = await readFile(path.join(this.opts.shellsDir, id, OWNER_FILE), 'utf8').catch(() => undefined);
-      if (owner) this.containers.set(owner.trim(), id);
+      if (owner && onHost.has(id)) this.containers.set(owner.trim(), id);
       else await this.destroyContainer(id);
     }
   }
