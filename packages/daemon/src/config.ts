@@ -1,6 +1,7 @@
 /** Daemon configuration from flags and environment, with the on-disk layout under home. */
 import path from 'node:path';
 import { DEFAULT_MAX_FORK_COUNT, WarrenError } from '@warren/protocol';
+import { parseDnsServers } from './network/resolver.js';
 
 export const DEFAULT_HOME = '/var/lib/warren';
 export const DEFAULT_PORT = 7070;
@@ -30,6 +31,11 @@ export interface DaemonConfig {
   /** USD per GiB-hour of memory a running sandbox has allocated. */
   priceGibHour: number;
   /**
+   * DNS servers the egress proxy asks (WARREN_EGRESS_DNS_SERVER, `IP[:PORT]`, comma-separated)
+   * instead of the host's resolver; network/resolver.ts.
+   */
+  egressDnsServers?: string[];
+  /**
    * A PEM file of extra CAs the egress proxy trusts, besides the system store, when it
    * connects to a credential host over TLS (WARREN_EGRESS_UPSTREAM_CA): a private server, or
    * a test's own HTTPS server.
@@ -54,6 +60,7 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),
     priceGibHour: overrides.priceGibHour ?? price(env, 'WARREN_PRICE_GIB_HOUR', DEFAULT_PRICE_GIB_HOUR),
+    egressDnsServers: overrides.egressDnsServers ?? (env.WARREN_EGRESS_DNS_SERVER ? parseDnsServers(env.WARREN_EGRESS_DNS_SERVER) : undefined),
     egressUpstreamCaFile: overrides.egressUpstreamCaFile ?? (env.WARREN_EGRESS_UPSTREAM_CA ? path.resolve(env.WARREN_EGRESS_UPSTREAM_CA) : undefined),
     templatesDir: path.resolve(overrides.templatesDir ?? env.WARREN_TEMPLATES ?? path.join(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME, 'templates')),
   };

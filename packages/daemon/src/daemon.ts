@@ -20,6 +20,7 @@ import { EgressLog } from './network/audit.js';
 import { EgressProxy } from './network/proxy.js';
 import { SandboxCaStore } from './network/ca.js';
 import { upstreamTrust } from './network/upstream-trust.js';
+import { serverLookup } from './network/resolver.js';
 import { PortTokens } from './network/ports.js';
 import { portUpgrade, type PortDeps } from './api/routes/ports.js';
 import { SnapshotService } from './core/snapshots.js';
@@ -120,8 +121,10 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const egress = new EgressProxy({
     log: log.child({ component: 'egress' }),
     audit: { start: (r) => egressLog.record(r), finish: (id, up, down) => egressLog.finish(id, up, down) },
+    ...(config.egressDnsServers ? { lookup: serverLookup(config.egressDnsServers) } : {}),
     credentialTls: { contextFor: (id, host) => egressCa.contextFor(id, host), upstreamCa: upstreamTrust(config.egressUpstreamCaFile) },
   });
+  if (config.egressDnsServers) log.info({ servers: config.egressDnsServers }, 'egress proxy resolves names with these DNS servers');
   const images = new ImageStore(paths.images);
   await images.clearStale();
   const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress, egressCa });

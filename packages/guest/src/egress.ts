@@ -8,11 +8,13 @@
  *   the agent opens with a 'net.open' event). The daemon speaks the proxy protocol and
  *   enforces the sandbox's policy; nothing here decides anything, so root inside the sandbox
  *   gains nothing by replacing this listener: it can only reach the same daemon-side proxy.
+ * - Forwards: connections to a TCP forwarder (forwards.ts) go the same way, the stream naming
+ *   the forward's host:port; the daemon handles them as CONNECTs to it.
  * - Ports: the daemon asks for a connection to a port inside ('net.connect'), to forward a
  *   user's HTTP or WebSocket traffic to a server in the sandbox.
  */
 import net from 'node:net';
-import { EGRESS_PROXY_PORT, FIRST_AGENT_STREAM, STREAM_WINDOW_BYTES, WarrenError } from '@warren/protocol/wire';
+import { EGRESS_PROXY_PORT, FIRST_AGENT_STREAM, STREAM_WINDOW_BYTES, WarrenError, type TcpForward } from '@warren/protocol/wire';
 import type { Channel } from './channel.js';
 
 export class Tunnels {
@@ -43,7 +45,12 @@ export class Tunnels {
     });
   }
 
-  private egress(socket: net.Socket): void {
+  /** A connection to a TCP forwarder, for the daemon to connect to `target` as a CONNECT would. */
+  forward(socket: net.Socket, target: TcpForward): void {
+    this.egress(socket, target);
+  }
+
+  private egress(socket: net.Socket, forward?: TcpForward): void {
     const channel = this.daemon();
     if (!channel || channel.closed) {
       socket.destroy();
@@ -51,7 +58,7 @@ export class Tunnels {
     }
     const stream = this.nextStream++;
     relay(channel, stream, socket);
-    channel.sendMessage({ event: 'net.open', stream });
+    channel.sendMessage(forward ? { event: 'net.open', stream, forward } : { event: 'net.open', stream });
   }
 }
 

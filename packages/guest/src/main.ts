@@ -18,6 +18,7 @@ import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
 import * as files from './files.js';
 import { Tunnels } from './egress.js';
+import { Forwards } from './forwards.js';
 
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
@@ -28,6 +29,7 @@ function serve(): void {
   let daemon: Channel | undefined;
   const tunnels = new Tunnels(() => daemon);
   tunnels.listenForEgress();
+  const forwards = new Forwards((socket, target) => tunnels.forward(socket, target));
 
   const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
     switch (req.op) {
@@ -71,6 +73,8 @@ function serve(): void {
         return files.write(req.params as Params<'file.write'>, channel, req.id);
       case 'net.connect':
         return tunnels.connect((req.params as Params<'net.connect'>).port, channel, req.id);
+      case 'net.forwards':
+        return forwards.apply((req.params as Params<'net.forwards'>).forwards);
       case 'fs.stat':
         return files.stat(req.params as Params<'fs.stat'>);
       case 'fs.list':

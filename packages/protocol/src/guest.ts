@@ -21,6 +21,24 @@ export const FIRST_AGENT_STREAM = 0x40000000;
 /** `connect HOST PORT` inside every sandbox: TCP through the egress proxy on stdio (ssh ProxyCommand). */
 export const CONNECT_HELPER_PATH = '/opt/warren/lib/connect';
 
+/**
+ * TCP forwarders (docs/network.md): for every allow rule naming one host and one port, the
+ * agent listens on an address of this loopback network inside the sandbox, one address per
+ * name, and maps the name to it in /etc/hosts, so clients without proxy support connect as
+ * if the name were reachable. Each accepted connection goes to the daemon as a CONNECT to the
+ * rule's host:port, so enforcement stays with the daemon's proxy.
+ */
+export const FORWARD_NETWORK_PREFIX = '127.77.';
+/** The block of /etc/hosts the agent manages; lines outside it are the sandbox's own. */
+export const HOSTS_BLOCK_BEGIN = '# >>> warren egress forwards (managed by the sandbox agent; edits inside are replaced)';
+export const HOSTS_BLOCK_END = '# <<< warren egress forwards';
+
+/** One TCP forwarder: connections to `host` on `port` inside go to host:port through the proxy. */
+export interface TcpForward {
+  host: string;
+  port: number;
+}
+
 /** The sandbox's egress CA certificate, when it has credential rules (docs/network.md). */
 export const EGRESS_CA_PATH = '/etc/warren/egress-ca.pem';
 /** The system CA bundle inside; the egress CA is appended to it. */
@@ -87,6 +105,17 @@ export interface GuestOps {
    * travel as Data frames on stream id = request id, both ways, until End or cancel.
    */
   'net.connect': { params: { port: number }; result: Record<string, never> };
+  /**
+   * The TCP forwarders the sandbox should have now (the daemon sends the whole list whenever
+   * the policy may have changed: create, claim, fork, restore, resume, PUT network). The agent
+   * opens and closes listeners to match and rewrites its block of /etc/hosts. `error`: a
+   * listener that could not be opened (its port taken inside); its name is then not mapped
+   * unless another port of it works, and the next call tries again.
+   */
+  'net.forwards': {
+    params: { forwards: TcpForward[] };
+    result: { forwards: Array<TcpForward & { address: string; error?: string }> };
+  };
   /** Flow control: the reader of a Data stream grants the sender more bytes. */
   credit: { params: { stream: number; bytes: number }; result: Record<string, never> };
   /** Abort a stream (reader went away). */
@@ -108,8 +137,12 @@ export type GuestResponse =
 /** Unsolicited messages from the agent. */
 export type GuestEvent =
   | { event: 'exit'; stream: number; pid: number; exitCode: number | null; signal?: string; timedOut: boolean; durationMs: number }
-  /** A client inside the sandbox connected to the egress proxy port: its bytes follow on `stream`. */
-  | { event: 'net.open'; stream: number }
+  /**
+   * A client inside the sandbox connected to the egress proxy port, or with `forward`, to the
+   * TCP forwarder for that host:port (the daemon treats it as a CONNECT to it): its bytes
+   * follow on `stream`.
+   */
+  | { event: 'net.open'; stream: number; forward?: TcpForward }
   | { event: 'credit'; stream: number; bytes: number }
   | { event: 'stream-error'; stream: number; code: ErrorCode; message: string };
 

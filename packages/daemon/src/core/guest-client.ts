@@ -17,6 +17,7 @@ import {
   type GuestOp,
   type GuestOps,
   type GuestResponse,
+  type TcpForward,
 } from '@warren/protocol';
 
 /** An egress connection with no bytes either way for this long is closed. */
@@ -46,7 +47,7 @@ export class GuestClient {
   private losing = false;
   /** Egress tunnels the agent opened (streams without a call). */
   private tunnels = new Set<number>();
-  private tunnelHandler?: (conn: Duplex) => void;
+  private tunnelHandler?: (conn: Duplex, forward?: TcpForward) => void;
   /** Frames held back while the agent is quiesced for a checkpoint (see quiesce()). */
   private held: Buffer[] | null = null;
   closed = false;
@@ -97,18 +98,19 @@ export class GuestClient {
 
   /**
    * Receives each connection a client inside the sandbox makes to the egress proxy port, as
-   * a Duplex of its bytes (see the agent's egress.ts). Without a handler they are refused.
+   * a Duplex of its bytes (see the agent's egress.ts); `forward`: it came to the TCP
+   * forwarder for that host:port instead. Without a handler they are refused.
    */
-  onTunnel(handler: (conn: Duplex) => void): void {
+  onTunnel(handler: (conn: Duplex, forward?: TcpForward) => void): void {
     this.tunnelHandler = handler;
   }
 
-  private openTunnel(stream: number): void {
+  private openTunnel(stream: number, forward?: TcpForward): void {
     if (!this.tunnelHandler) {
       this.notify('cancel', { stream });
       return;
     }
-    this.tunnelHandler(this.streamDuplex(stream));
+    this.tunnelHandler(this.streamDuplex(stream), forward);
   }
 
   /**
@@ -428,7 +430,7 @@ export class GuestClient {
     const msg = JSON.parse(payload.toString('utf8')) as GuestResponse | GuestEvent;
     if ('event' in msg) {
       if (msg.event === 'net.open') {
-        this.openTunnel(msg.stream);
+        this.openTunnel(msg.stream, msg.forward);
         return;
       }
       if (msg.event === 'credit') {

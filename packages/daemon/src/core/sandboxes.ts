@@ -24,7 +24,8 @@ import {
 import { parsePolicy, policyRules, type EgressPolicy } from '../network/policy.js';
 import { credentialRules, parseCredentials, redactedCredentials } from '../network/credentials.js';
 import { installEgressCa, TRUST_ENV } from './egress-trust.js';
-import { CONNECT_HELPER_PATH, EGRESS_PROXY_PORT } from '@warren/protocol';
+import { CONNECT_HELPER_PATH, EGRESS_PROXY_PORT, type GuestOps, type TcpForward } from '@warren/protocol';
+import { asConnect, tcpForwards } from '../network/forwards.js';
 import type { Duplex } from 'node:stream';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
@@ -441,6 +442,8 @@ export class SandboxService {
         throw new WarrenError('unavailable', `could not resume sandbox ${id} (it stays hibernated): ${(err as Error).message}`);
       }
       this.live.set(id, booted.live);
+      // The forwarders came back with the agent's memory; the policy may have changed since.
+      await this.pushForwards(id).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'TCP forwarders not updated after resume'));
       this.markRunning(r);
       await this.opts.images.remove(dir);
       this.opts.log.info({ sandbox: id, ms: Date.now() - started }, 'sandbox resumed');
@@ -560,6 +563,7 @@ export class SandboxService {
       },
       AGENT_READY_TIMEOUT_MS,
     );
+    await this.pushForwards(record.id);
   }
 
   private guestOf(id: string): GuestClient {
@@ -586,12 +590,48 @@ export class SandboxService {
   private openChannel(id: string, streams: GuestStreams, relayed = false): Live {
     const client = new GuestClient(streams.fromGuest, streams.toGuest, (raw) => this.explain(id, `agent channel lost (${raw})`));
     const egress = this.opts.egress;
-    if (egress) client.onTunnel((conn) => egress.serve(conn, id, () => this.policyOf(id)));
+    if (egress) client.onTunnel((conn, forward) => this.serveTunnel(egress, id, conn, forward));
     const live: Live = { client, streams, missed: 0, checking: false, relayed };
     client.onClose((reason) => {
       if (this.live.get(id) === live) void this.onChannelLost(id, reason);
     });
     return live;
+  }
+
+  /** An egress connection from the sandbox; one from a TCP forwarder enters the proxy as a CONNECT. */
+  private serveTunnel(egress: EgressServer, id: string, conn: Duplex, forward: TcpForward | undefined): void {
+    let client = conn;
+    if (forward) {
+      try {
+        client = asConnect(conn, forward);
+      } catch (err) {
+        this.opts.log.warn({ sandbox: id, err: (err as Error).message }, 'egress: forwarded connection refused');
+        return;
+      }
+    }
+    egress.serve(client, id, () => this.policyOf(id));
+  }
+
+  /**
+   * Sends the agent the TCP forwarders the sandbox's policy gives now (network/forwards.ts).
+   * The list is read when the call is sent, and the agent applies calls in order, so the
+   * last policy set wins. Forwards are a convenience on top of the proxy, which enforces the
+   * policy whatever the agent listens on: a forward the agent could not open is logged.
+   */
+  private async pushForwards(id: string): Promise<void> {
+    const forwards = tcpForwards(this.policyOf(id));
+    let result: GuestOps['net.forwards']['result']['forwards'];
+    try {
+      ({ forwards: result } = await this.guestOf(id).request('net.forwards', { forwards }, AGENT_READY_TIMEOUT_MS));
+    } catch (err) {
+      // An image saved before forwarders existed (a snapshot, a hibernated sandbox) carries
+      // an agent without them: it keeps working through the proxy alone.
+      if (!(err instanceof WarrenError && err.code === 'invalid_argument' && err.message.startsWith('unknown guest operation'))) throw err;
+      this.opts.log.warn({ sandbox: id }, 'the sandbox agent predates TCP forwarders; only proxy clients reach outside');
+      return;
+    }
+    const failed = result.filter((f) => f.error);
+    if (failed.length) this.opts.log.warn({ sandbox: id, failed }, 'some TCP forwarders could not be opened inside the sandbox');
   }
 
   get(id: string): SandboxInfo {
@@ -643,6 +683,12 @@ export class SandboxService {
     this.opts.egress?.closeAll(id);
     // Hosts only: the values are secrets and stay out of logs.
     this.opts.log.info({ sandbox: id, allow: rules, credentialHosts: next.credentials?.map((c) => c.host) ?? [] }, 'network policy changed');
+    // A hibernated sandbox gets its forwarders when it resumes. The policy already applies
+    // either way: this only moves listeners.
+    const live = this.live.get(id);
+    if (live && !live.client.closed) {
+      await this.pushForwards(id).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'TCP forwarders not updated; the next resume or restore updates them'));
+    }
     return this.getNetwork(id);
   }
 
