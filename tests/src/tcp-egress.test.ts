@@ -11,19 +11,24 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import net, { type AddressInfo } from 'node:net';
-import type { Sandbox } from '@warren/sdk';
+import { Snapshots, type Sandbox } from '@warren/sdk';
 import { eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 import { startDnsRecorder, type DnsRecorder } from './dns-recorder.js';
 
 const T = { timeout: 240_000 };
 const NAME = 'echo.warren.test';
 const DENIED = 'denied.warren.test';
+/** Sends a banner and closes at once, like a server refusing politely or an HTTP/1.0 answer. */
+const BANNER = 'banner.warren.test';
+const BANNER_TEXT = 'x'.repeat(100_000) + ' the end\n';
 let d: DaemonHandle | undefined;
 let dns: DnsRecorder;
 let lines: net.Server;
 let other: net.Server;
 let port = 0;
 let otherPort = 0;
+let banner: net.Server;
+let bannerPort = 0;
 
 /** Speaks first (`ready`), then answers each line with `echo LINE`. */
 function lineServer(): net.Server {
@@ -47,7 +52,9 @@ async function listen(server: net.Server): Promise<number> {
 }
 
 before(async () => {
-  dns = await startDnsRecorder({ [NAME]: '127.0.0.1' });
+  dns = await startDnsRecorder({ [NAME]: '127.0.0.1', [BANNER]: '127.0.0.1' });
+  banner = net.createServer((sock) => sock.end(BANNER_TEXT));
+  bannerPort = await listen(banner);
   lines = lineServer();
   other = lineServer();
   port = await listen(lines);
@@ -58,6 +65,7 @@ before(async () => {
 after(async () => {
   lines?.close();
   other?.close();
+  banner?.close();
   await dns?.close();
   await stopAndCheckClean(d);
 });
@@ -96,6 +104,21 @@ test('an ordinary client reaches an allowed NAME:PORT through its forwarder, aud
     assert.equal(sh.stdout.trim(), 'ready|echo from bash');
 
     await eventually(async () => (await sbx.egressLog()).filter((e) => e.host === NAME && e.port === port && e.decision === 'allowed' && e.bytesUp > 0).length >= 2, 10_000, 'two allowed records');
+    // A server that answers and closes at once: the whole answer arrives before the EOF,
+    // also when the client has already shut its sending side.
+    await sbx.setNetwork({ allow: [...rules(), `${BANNER}:${bannerPort}`, `127.0.0.1:${bannerPort}`] });
+    const read = await sbx.exec(['python3', '-c', `
+import socket
+s = socket.create_connection(('${BANNER}', ${bannerPort}), timeout=15)
+s.shutdown(socket.SHUT_WR)
+got = b''
+while True:
+    c = s.recv(65536)
+    if not c: break
+    got += c
+print(len(got), got[-8:].decode().strip())`]);
+    assert.equal(read.exitCode, 0, read.stderr);
+    assert.equal(read.stdout.trim(), `${BANNER_TEXT.length} the end`);
     const rec = (await sbx.egressLog()).find((e) => e.host === NAME && e.port === port)!;
     assert.equal(rec.method, 'CONNECT');
     assert.ok(dns.asked(NAME), 'the daemon resolved the allowed name through the recorder');
@@ -189,6 +212,20 @@ test('forwarders work in forks and after hibernate and resume', T, async () => {
       await child.kill();
     }
     assert.equal((await pyConnect(sbx, NAME, port)).out, 'ready|echo hello from python');
+
+    // A sandbox restored from a snapshot gets the request's policy (none here): the
+    // forwarders and the block it carried in its memory and files are taken away.
+    const snap = await sbx.snapshot();
+    const restored = await d!.create({ snapshot: snap.id });
+    try {
+      assert.equal(await hostsFile(restored), '');
+      const none = await pyConnect(restored, '127.77.0.1', port);
+      assert.notEqual(none.code, 0);
+      assert.match(none.err, /refused/i);
+    } finally {
+      await restored.kill();
+      await Snapshots.delete(snap.id, d!.conn);
+    }
 
     await sbx.hibernate();
     assert.equal((await sbx.refresh()).state, 'hibernated');

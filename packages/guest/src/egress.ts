@@ -25,7 +25,9 @@ export class Tunnels {
 
   listenForEgress(): void {
     // No Nagle: small writes (TLS handshakes, requests) would wait up to 40 ms for an ACK.
-    const server = net.createServer({ noDelay: true }, (socket) => this.egress(socket));
+    // Half-open: a client that shuts its sending side (a request piped in, then EOF) still
+    // reads the answer; node would otherwise end our side too and drop the answer's bytes.
+    const server = net.createServer({ noDelay: true, allowHalfOpen: true }, (socket) => this.egress(socket));
     server.on('error', (err) => process.stderr.write(`warren-agent: egress listener on 127.0.0.1:${EGRESS_PROXY_PORT} failed: ${err.message}\n`));
     server.listen(EGRESS_PROXY_PORT, '127.0.0.1');
   }

@@ -91,8 +91,8 @@ export class Forwards {
 
   private listen(key: string, f: TcpForward & { address: string }): Promise<string | undefined> {
     const target = { host: f.host, port: f.port };
-    // No Nagle, as for the egress listener: small writes would wait for an ACK.
-    const server = net.createServer({ noDelay: true }, (socket) => this.onConnection(socket, target));
+    // No Nagle and half-open, as for the egress listener (egress.ts).
+    const server = net.createServer({ noDelay: true, allowHalfOpen: true }, (socket) => this.onConnection(socket, target));
     return new Promise((resolve) => {
       server.once('error', (err: NodeJS.ErrnoException) => {
         resolve(err.code === 'EADDRINUSE' ? `something inside the sandbox already listens on port ${f.port}` : `cannot listen on ${key}: ${err.message}`);

@@ -77,9 +77,10 @@ export function asConnect(client: Duplex, target: TcpForward): Duplex {
       if (rest.length) client.write(rest, (err) => done(err ?? undefined));
       else done();
     },
+    // Finished only once the client's side has sent everything: the proxy destroys this
+    // side after it finishes, which must not cut bytes still on their way into the sandbox.
     final: (done) => {
-      client.end();
-      done();
+      client.end(() => done());
     },
     destroy: (err, done) => {
       client.destroy();

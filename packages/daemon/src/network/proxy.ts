@@ -299,7 +299,12 @@ export class EgressProxy {
       decide('allowed', opened.reason); // closed before the client sent anything
       this.audit.finish(auditId!, upstream.bytesWritten, upstream.bytesRead);
       // A terminated tunnel ends the client's side itself, after the response in progress.
-      if (!terminated) conn.destroy();
+      if (terminated) return;
+      // An upstream that answered and closed (echo, HTTP/1.0) had its end passed on by the
+      // pipe: destroying now would drop the answer's last bytes, still on their way to the
+      // sandbox. The client's side closes once they are out.
+      if (conn.writableEnded && !conn.writableFinished && !conn.destroyed) conn.once('finish', () => conn.destroy());
+      else conn.destroy();
     });
     conn.once('close', () => upstream.destroy());
 
