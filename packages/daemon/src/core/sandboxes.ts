@@ -555,7 +555,6 @@ export class SandboxService {
       'configure',
       {
         env: { ...PROXY_ENV, ...(trust ? TRUST_ENV : {}), ...runtime.env, ...record.env },
-
         hostname: record.id,
         pidsLimit: record.resources.pids,
         defaultUser: runtime.user,

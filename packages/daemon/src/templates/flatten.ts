@@ -68,21 +68,24 @@ async function walk(merged: string, candidates: string[], rel: string, dest: str
     readdir(path.join(merged, rel), { withFileTypes: true }),
     Promise.all(candidates.map(async (l) => new Map((await readdir(path.join(l, rel), { withFileTypes: true })).map((d) => [d.name, d] as const)))),
   ]);
+  // Directories only one layer has, by layer: linked whole, one cp per layer.
+  const whole = new Map<string, string[]>();
+  const walkDir = async (name: string, below: string[]) => {
+    const childRel = path.join(rel, name);
+    const st = await lstat(path.join(merged, childRel));
+    await mkdir(path.join(dest, childRel));
+    await walk(merged, below, childRel, dest, counts);
+    await applyDirMeta(path.join(dest, childRel), st);
+    counts.dirs++;
+  };
   await Promise.all(
     entries.map(async (e) => {
       const childRel = path.join(rel, e.name);
       if (e.isDirectory()) {
         // Only layers that have this directory can hold anything below it.
         const below = candidates.filter((_l, i) => layerEntries[i].get(e.name)?.isDirectory());
-        if (below.length === 1 && (await linkTree(path.join(below[0], childRel), path.join(dest, childRel)))) {
-          counts.trees++;
-          return;
-        }
-        const st = await lstat(path.join(merged, childRel));
-        await mkdir(path.join(dest, childRel));
-        await walk(merged, below, childRel, dest, counts);
-        await applyDirMeta(path.join(dest, childRel), st);
-        counts.dirs++;
+        if (below.length === 1) whole.set(below[0], [...(whole.get(below[0]) ?? []), e.name]);
+        else await walkDir(e.name, below);
         return;
       }
       const i = layerEntries.findIndex((names) => names.has(e.name));
@@ -90,18 +93,26 @@ async function walk(merged: string, candidates: string[], rel: string, dest: str
       await linkOrCopy(path.join(candidates[i], childRel), path.join(dest, childRel), counts);
     }),
   );
+  for (const [layer, names] of whole) {
+    if (await linkTrees(path.join(layer, rel), names, path.join(dest, rel))) {
+      counts.trees += names.length;
+      continue;
+    }
+    for (const name of names) await walkDir(name, [layer]);
+  }
 }
 
 /**
- * Hard-links a whole directory tree. False (with nothing left behind) when cp cannot, for
- * example at ext4's per-inode link limit: the caller then goes file by file.
+ * Hard-links whole directory trees (src/<name> to targetDir/<name>) in one cp. False, with
+ * nothing left behind, when cp cannot (for example at ext4's per-inode link limit): the
+ * caller then goes file by file.
  */
-async function linkTree(src: string, target: string): Promise<boolean> {
+async function linkTrees(src: string, names: string[], targetDir: string): Promise<boolean> {
   try {
-    await execFileP('cp', ['-a', '-l', src, target]);
+    await execFileP('cp', ['-a', '-l', '--', ...names.map((n) => path.join(src, n)), `${targetDir}/`]);
     return true;
   } catch {
-    await rm(target, { recursive: true, force: true });
+    await Promise.all(names.map((n) => rm(path.join(targetDir, n), { recursive: true, force: true })));
     return false;
   }
 }
