@@ -18,6 +18,7 @@
  *   visible ASCII and spaces (no CR, LF or NUL: no header injection), at most 8 KiB.
  */
 import { isIPv4, isIPv6 } from 'node:net';
+import { HOP_BY_HOP_HEADERS } from './headers.js';
 import { REDACTED, WarrenError, type CredentialRule } from '@warren/protocol';
 import { allowsName, type EgressPolicy } from './policy.js';
 
@@ -36,20 +37,7 @@ const MAX_VALUE_BYTES = 8192;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
 /** Headers that frame, route or manage the connection: never set by a credential. */
-const FORBIDDEN = new Set([
-  'host',
-  'content-length',
-  'transfer-encoding',
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-authenticate',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'upgrade',
-  'expect',
-]);
+const FORBIDDEN = new Set([...HOP_BY_HOP_HEADERS, 'host', 'content-length', 'expect']);
 
 /**
  * Validates the credential rules of a policy against its allow rules. Throws

@@ -16,6 +16,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
 import { WarrenError } from '@warren/protocol';
+import { HOP_BY_HOP_HEADERS } from './headers.js';
 
 export const PORT_TOKEN_PARAM = 'warren_token';
 export const PORT_TOKEN_COOKIE = 'warren_port_token';
@@ -76,7 +77,7 @@ export class PortTokens {
 }
 
 /** Headers that describe one hop, not the request (RFC 9110 7.6.1). */
-const HOP_BY_HOP = new Set(['connection', 'keep-alive', 'proxy-connection', 'transfer-encoding', 'te', 'trailer', 'upgrade', 'proxy-authorization', 'proxy-authenticate']);
+const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
 
 /**
  * Sends one HTTP request over `conn` (a connection to the port inside the sandbox) and

@@ -39,6 +39,7 @@ import { promises as dnsPromises } from 'node:dns';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
+import { HOP_BY_HOP_HEADERS } from './headers.js';
 import { allowsAddress, allowsName, type EgressPolicy } from './policy.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
 import { credentialFor } from './credentials.js';
@@ -82,19 +83,7 @@ const REFUSAL_LINGER_MS = 2000;
  * is set from the (checked) URL; Upgrade is dropped because the proxy does not relay
  * protocol upgrades on plain HTTP (websocket clients behind a proxy use CONNECT).
  */
-const HOP_BY_HOP = new Set([
-  'connection',
-  'keep-alive',
-  'proxy-authorization',
-  'proxy-authenticate',
-  'proxy-connection',
-  'te',
-  'trailer',
-  'transfer-encoding',
-  'upgrade',
-  'expect',
-  'host',
-]);
+const HOP_BY_HOP = new Set([...HOP_BY_HOP_HEADERS, 'expect', 'host']);
 
 export interface Target {
   /** Normalised: lower case, punycode, IPv4 in dotted form, IPv6 without brackets. */
