@@ -186,7 +186,7 @@ export class SandboxService {
         this.live.set(record.id, booted.live);
         if (booted.kind !== record.boot) this.opts.registry.setBoot(record.id, (record.boot = booted.kind));
       }
-      await this.bind(record);
+      await this.bind(record, { fresh: true });
       this.markRunning(record);
       undo.dismiss();
       const ms = Date.now() - started;
@@ -544,7 +544,7 @@ export class SandboxService {
    * Late binding: what makes a booted sandbox this request's sandbox. Applied through the
    * agent, so a baked image or a pool member can serve any request.
    */
-  private async bind(record: SandboxRecord): Promise<void> {
+  private async bind(record: SandboxRecord, opts: { fresh?: boolean } = {}): Promise<void> {
     const runtime = templateRuntime(record.rootfs);
     const client = this.guestOf(record.id);
     // Read again: a PUT during a create may have added credentials since record was made.
@@ -562,7 +562,8 @@ export class SandboxService {
       },
       AGENT_READY_TIMEOUT_MS,
     );
-    await this.pushForwards(record.id);
+    // A sandbox booted from its template has no forwarders yet: nothing to send without rules.
+    await this.pushForwards(record.id, opts.fresh);
   }
 
   private guestOf(id: string): GuestClient {
@@ -617,8 +618,9 @@ export class SandboxService {
    * last policy set wins. Forwards are a convenience on top of the proxy, which enforces the
    * policy whatever the agent listens on: a forward the agent could not open is logged.
    */
-  private async pushForwards(id: string): Promise<void> {
+  private async pushForwards(id: string, skipIfNone = false): Promise<void> {
     const forwards = tcpForwards(this.policyOf(id));
+    if (skipIfNone && forwards.length === 0) return;
     let result: GuestOps['net.forwards']['result']['forwards'];
     try {
       ({ forwards: result } = await this.guestOf(id).request('net.forwards', { forwards }, AGENT_READY_TIMEOUT_MS));
