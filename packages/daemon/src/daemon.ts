@@ -116,7 +116,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     templateOf: (id) => registry.get(id)?.template,
     log,
   });
-  const egressLog = new EgressLog(registry.database);
+  const egressLog = new EgressLog(registry.database, (err) => log.error({ err: err.message }, 'egress audit records could not be written'));
   const egressCa = new SandboxCaStore(paths.egressCa);
   const egress = new EgressProxy({
     log: log.child({ component: 'egress' }),
@@ -187,6 +187,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
       await driver.close();
       sandboxes.detachAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));
+      egressLog.flush();
       registry.close();
       await new Promise<void>((resolve) => lock.close(() => resolve()));
     },

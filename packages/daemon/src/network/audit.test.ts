@@ -106,8 +106,35 @@ test('host, path and other client strings are capped at 2048 characters', () => 
 test('the table survives a second EgressLog on the same database', () => {
   const db = new Database(':memory:');
   try {
-    const id = new EgressLog(db).record(attempt('sb-a', 1));
-    assert.deepEqual(new EgressLog(db).list('sb-a').map((e) => e.id), [id]);
+    const first = new EgressLog(db);
+    const id = first.record(attempt('sb-a', 1));
+    first.flush();
+    const second = new EgressLog(db);
+    assert.deepEqual(second.list('sb-a').map((e) => e.id), [id]);
+    // The second one continues the ids where the first stopped.
+    assert.equal(second.record(attempt('sb-a', 2)), id + 1);
+  } finally {
+    db.close();
+  }
+});
+
+test('writes are batched: queued records and finishes are written on the next turn, and reads see them at once', async () => {
+  const db = new Database(':memory:');
+  try {
+    const log = new EgressLog(db);
+    const count = () => (db.prepare('SELECT count(*) AS n FROM egress_log').get() as { n: number }).n;
+    const a = log.record(attempt('sb-a', 1));
+    log.finish(a, 10, 20); // before its row is written
+    assert.equal(count(), 0, 'nothing written synchronously');
+    await new Promise((r) => setImmediate(r));
+    assert.equal(count(), 1, 'written on the next turn');
+    log.finish(a, 11, 22, 'closed'); // after its row is written
+    const b = log.record(attempt('sb-a', 2));
+    const listed = log.list('sb-a'); // a read writes the queue first
+    assert.deepEqual(listed.map((e) => [e.id, e.bytesUp, e.bytesDown, e.reason ?? null]), [
+      [a, 11, 22, 'closed'],
+      [b, 0, 0, null],
+    ]);
   } finally {
     db.close();
   }

@@ -4,6 +4,11 @@
  * daemon restarts). The proxy records an attempt when it decides, then fills in the byte
  * counts with `finish` when the connection ends. Readers page by id (`afterId`), which is
  * also how a follower tails the log.
+ *
+ * Writes are batched: `record` and `finish` queue their row and one transaction writes the
+ * queue on the next turn of the event loop, so a request through the proxy does not wait for
+ * SQLite (about 0.25 ms of each proxied HTTPS request on the test machine). Ids are handed
+ * out here, so `record` still returns one at once; reads write the queue first.
  */
 import type Database from 'better-sqlite3';
 
@@ -65,52 +70,112 @@ interface EgressRow {
   reason: string | null;
 }
 
+type Row = Omit<EgressRow, 'method' | 'path' | 'reason'> & { method: string | null; path: string | null; reason: string | null };
+
 export class EgressLog {
+  private readonly db: Database.Database;
   private readonly insertStmt: Database.Statement;
   private readonly finishStmt: Database.Statement;
   private readonly finishWithReasonStmt: Database.Statement;
   private readonly listStmt: Database.Statement;
   private readonly pruneStmt: Database.Statement;
+  private readonly writeQueue: Database.Transaction<() => void>;
+  private lastId: number;
+  /** Rows not written yet, by id: a finish before the write just changes the row. */
+  private pendingRows = new Map<number, Row>();
+  private pendingFinishes: Array<{ id: number; up: number; down: number; reason?: string }> = [];
+  private flushScheduled = false;
 
-  constructor(db: Database.Database) {
+  /** onError: a batch that could not be written (the records in it are lost). */
+  constructor(
+    db: Database.Database,
+    private readonly onError: (err: Error) => void = (err) => process.emitWarning(`egress log: ${err.message}`),
+  ) {
     db.exec(SCHEMA);
+    this.db = db;
+    // AUTOINCREMENT's high-water mark: ids stay unique even when the newest rows were pruned.
+    const seq = db.prepare("SELECT seq FROM sqlite_sequence WHERE name = 'egress_log'").get() as { seq: number } | undefined;
+    this.lastId = seq?.seq ?? 0;
     this.insertStmt = db.prepare(
-      `INSERT INTO egress_log (time, sandbox_id, host, port, method, path, bytes_up, bytes_down, decision, reason)
-       VALUES (@time, @sandboxId, @host, @port, @method, @path, @bytesUp, @bytesDown, @decision, @reason)`,
+      `INSERT INTO egress_log (id, time, sandbox_id, host, port, method, path, bytes_up, bytes_down, decision, reason)
+       VALUES (@id, @time, @sandbox_id, @host, @port, @method, @path, @bytes_up, @bytes_down, @decision, @reason)`,
     );
     this.finishStmt = db.prepare('UPDATE egress_log SET bytes_up = ?, bytes_down = ? WHERE id = ?');
     this.finishWithReasonStmt = db.prepare('UPDATE egress_log SET bytes_up = ?, bytes_down = ?, reason = ? WHERE id = ?');
     this.listStmt = db.prepare('SELECT * FROM egress_log WHERE sandbox_id = ? AND id > ? ORDER BY id LIMIT ?');
     this.pruneStmt = db.prepare('DELETE FROM egress_log WHERE time < ?');
+    this.writeQueue = db.transaction(() => {
+      for (const row of this.pendingRows.values()) this.insertStmt.run(row);
+      for (const f of this.pendingFinishes) {
+        if (f.reason === undefined) this.finishStmt.run(f.up, f.down, f.id);
+        else this.finishWithReasonStmt.run(f.up, f.down, f.reason, f.id);
+      }
+    });
   }
 
-  /** Stores one attempt and returns its id (for `finish`). */
+  /** Queues one attempt and returns its id (for `finish`). */
   record(r: EgressRecord): number {
-    const result = this.insertStmt.run({
+    const row: Row = {
+      id: ++this.lastId,
       time: requireCount('time', r.time),
-      sandboxId: r.sandboxId,
+      sandbox_id: r.sandboxId,
       host: capText(r.host),
       port: r.port,
       method: r.method === undefined ? null : capText(r.method),
       path: r.path === undefined ? null : capText(r.path),
-      bytesUp: requireCount('bytesUp', r.bytesUp),
-      bytesDown: requireCount('bytesDown', r.bytesDown),
+      bytes_up: requireCount('bytesUp', r.bytesUp),
+      bytes_down: requireCount('bytesDown', r.bytesDown),
       decision: r.decision,
       reason: r.reason === undefined ? null : capText(r.reason),
-    });
-    return Number(result.lastInsertRowid);
+    };
+    this.pendingRows.set(row.id, row);
+    this.scheduleFlush();
+    return row.id;
   }
 
   /** Updates bytes (and optionally the reason, e.g. why the connection ended) when its connection ends. */
   finish(id: number, bytesUp: number, bytesDown: number, reason?: string): void {
     const up = requireCount('bytesUp', bytesUp);
     const down = requireCount('bytesDown', bytesDown);
-    if (reason === undefined) this.finishStmt.run(up, down, id);
-    else this.finishWithReasonStmt.run(up, down, capText(reason), id);
+    const capped = reason === undefined ? undefined : capText(reason);
+    const row = this.pendingRows.get(id);
+    if (row) {
+      row.bytes_up = up;
+      row.bytes_down = down;
+      if (capped !== undefined) row.reason = capped;
+    } else {
+      this.pendingFinishes.push({ id, up, down, ...(capped === undefined ? {} : { reason: capped }) });
+    }
+    this.scheduleFlush();
+  }
+
+  /** Writes what is queued now (reads and shutdown call it). */
+  flush(): void {
+    if (this.pendingRows.size === 0 && this.pendingFinishes.length === 0) return;
+    try {
+      if (this.db.open) this.writeQueue();
+    } finally {
+      this.pendingRows.clear();
+      this.pendingFinishes = [];
+    }
+  }
+
+  private scheduleFlush(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setImmediate(() => {
+      this.flushScheduled = false;
+      try {
+        this.flush();
+      } catch (err) {
+        this.onError(err as Error);
+      }
+    });
   }
 
   /** A sandbox's records after `afterId`, oldest first. */
   list(sandboxId: string, opts: { afterId?: number; limit?: number } = {}): EgressEntry[] {
+    this.flush();
     const afterId = opts.afterId ?? 0;
     const limit = Math.min(MAX_LIST_LIMIT, Math.max(1, Math.trunc(opts.limit ?? DEFAULT_LIST_LIMIT)));
     const rows = this.listStmt.all(sandboxId, afterId, limit) as EgressRow[];
@@ -119,6 +184,7 @@ export class EgressLog {
 
   /** Removes records older than `before` (ms epoch); returns how many. */
   prune(before: number): number {
+    this.flush();
     return this.pruneStmt.run(before).changes;
   }
 }
