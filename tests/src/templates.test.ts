@@ -158,6 +158,41 @@ test('cache hits and misses by step; a change re-runs only what changed', async 
   assert.deepEqual(stagingLeft(), []);
 });
 
+test('the last step\'s deletions, replacements and opaque directories show in the template; the base is untouched', async () => {
+  // The layers below the last step are flattened while it runs, then only its changes are applied.
+  const recipe: Recipe = {
+    name: 'tlayers',
+    from: 'base',
+    steps: [
+      { type: 'run', cmd: 'mkdir -p /opt/t/dir2file /opt/t/opq /opt/t/keepdir && echo k > /opt/t/keep && echo d > /opt/t/del && echo x > /opt/t/dir2file/x && echo f > /opt/t/file2dir && echo a > /opt/t/opq/a && echo kd > /opt/t/keepdir/kd' },
+      {
+        type: 'run',
+        cmd: 'rm /opt/t/del && rm -rf /opt/t/dir2file && echo f2 > /opt/t/dir2file && rm /opt/t/file2dir && mkdir /opt/t/file2dir && echo y > /opt/t/file2dir/y && rm -rf /opt/t/opq && mkdir /opt/t/opq && echo c > /opt/t/opq/c && echo new > /opt/t/keepdir/new && chmod 700 /opt/t/keepdir && rm -rf /usr/share/doc && rm /etc/debian_version',
+      },
+    ],
+  };
+  const r = await build(recipe);
+  assert.equal(r.error, undefined, r.error?.message);
+  assert.ok(r.events.some((e) => e.type === 'log' && /the lower 2 while the last step ran/.test(e.line)), 'the lower layers were flattened during the last step');
+  const sbx = await d!.create({ template: 'tlayers' });
+  try {
+    const listing = await sbx.exec(['bash', '-c', 'cd /opt/t && find . | sort | tr "\\n" " "; stat -c %a keepdir; cat dir2file opq/c; ls -d /usr/share/doc /etc/debian_version 2>&1 | wc -l'], { user: 'root' });
+    assert.equal(
+      listing.stdout,
+      '. ./dir2file ./file2dir ./file2dir/y ./keep ./keepdir ./keepdir/kd ./keepdir/new ./opq ./opq/c 700\nf2\nc\n2\n',
+      listing.stderr,
+    );
+    const gone = await sbx.exec(['bash', '-c', 'test -e /usr/share/doc || test -e /etc/debian_version; echo $?']);
+    assert.equal(gone.stdout, '1\n', 'deleted base paths are gone in the template');
+  } finally {
+    await sbx.kill();
+  }
+  // The base shares its files with the template by hard links; its own tree lost nothing.
+  assert.ok(existsSync(path.join(tpl, 'base', 'current', 'rootfs', 'usr/share/doc')));
+  assert.ok(existsSync(path.join(tpl, 'base', 'current', 'rootfs', 'etc/debian_version')));
+  assert.deepEqual(stagingLeft(), []);
+});
+
 test('env, workdir, user, start and ready become the manifest (SDK builder)', async () => {
   const info = await Template.from('base')
     .run('mkdir -p /srv/site && echo ok > /srv/site/index.html')
@@ -361,7 +396,8 @@ test('a daemon killed mid-build leaves nothing once it is back', async () => {
   }
   assert.equal(buildContainers().length, 1);
   assert.equal(mountsUnder(tpl).length, 1);
-  assert.equal(stagingLeft().length, 1);
+  // The step's staging, and the version's: the layers below the last step are flattened while it runs.
+  assert.equal(stagingLeft().length, 2);
   const home = d!.home;
   await d!.crash();
   await building;

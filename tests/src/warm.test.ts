@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { bake, getBake, getPool, setPoolSize, Template, type Recipe, type Sandbox } from '@warren/sdk';
-import { REPO, TEMPLATES, eventually, runscContainers, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { REPO, TEMPLATES, allRunscContainers, containerOf, eventually, runscContainers, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const TEST_ROOT = '/var/lib/warren-test';
 const T = { timeout: 240_000 };
@@ -173,7 +173,9 @@ test('warm pool: claims are pool hits with any resources, the pool refills, size
     const custom = await d!.create({ template: 'web', resources: { memoryMB: 1024, cpus: 1, pids: 256 } });
     assert.equal(custom.info.boot, 'pool');
     assert.deepEqual(custom.info.resources, { cpus: 1, memoryMB: 1024, pids: 256, diskMB: 10240 });
-    const cg = (controller: string, file: string) => readFileSync(`/sys/fs/cgroup/${controller}/warren/${custom.id}/${file}`, 'utf8').trim();
+    // A member restored into a shell (drivers/gvisor/shells.ts) has the shell's cgroup.
+    const cgroup = containerOf(d!.home, custom.id).id;
+    const cg = (controller: string, file: string) => readFileSync(`/sys/fs/cgroup/${controller}/warren/${cgroup}/${file}`, 'utf8').trim();
     assert.equal(cg('memory', 'memory.limit_in_bytes'), String(1024 * 1024 * 1024));
     assert.equal(cg('cpu', 'cpu.cfs_quota_us'), '100000');
     assert.equal(cg('pids', 'pids.max'), String(256 * 4 + 512));
@@ -212,7 +214,7 @@ test('pool sizes survive a daemon restart; pooled sandboxes are not leaked by a 
     return info.ready === 1 ? info : undefined;
   }, 120_000, 'pool refilled after restart');
   assert.equal(p?.size, 1);
-  assert.equal(runscContainers(d!.home).length, 1);
+  assert.equal(runscContainers(d!.home).length, 1, `containers: ${allRunscContainers(d!.home).join(', ')}`);
   await setPoolSize('web', 0, d!.conn);
   await eventually(() => runscContainers(d!.home).length === 0, 30_000, 'pool emptied');
 });

@@ -18,7 +18,7 @@ import { buildRunsc, runBuildCommand } from './build-sandbox.js';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import { copyInto, resolveInRoot } from './copy.js';
 import { debootstrap } from './debootstrap.js';
-import { flatten } from './flatten.js';
+import { applyTop, flatten } from './flatten.js';
 import { mountOverlay, unmount } from './mounts.js';
 import { lookupOwner, lookupUser } from './passwd.js';
 import type { BuildPlan, PlannedStep } from './plan.js';
@@ -39,6 +39,15 @@ export type BuildEmitter = (event: TemplateBuildEvent) => void;
 
 /** Container ids of build steps start with this; recovery and leftover checks rely on it. */
 export const BUILD_CONTAINER_PREFIX = 'build-';
+
+/** Step types that write a layer. */
+const FS_STEPS = new Set(['apt', 'run', 'copy']);
+
+/** The layers below a build's last step, flattened while it runs (builder.flattenEarly). */
+interface EarlyFlatten {
+  layers: string[];
+  done: Promise<Staging>;
+}
 
 const APT_SCRIPT = (packages: string[]) =>
   // Lists and downloaded .debs are dropped in the same step so they never reach a layer.
@@ -69,21 +78,30 @@ export class TemplateBuilder {
     const total = plan.steps.length;
     await mkdir(this.layersDir, { recursive: true, mode: 0o700 });
     const lowers: string[] = []; // layer trees, bottom first
-    for (const s of plan.steps) {
-      if (signal.aborted) throw cancelled();
-      const t0 = Date.now();
-      const cached = s.kind === 'from' && plan.base.kind === 'template' ? true : this.hasLayer(s.key);
-      emit({ type: 'step', step: s.number, total, kind: s.kind, description: s.description, cached });
-      if (!cached) {
-        this.opts.log.info({ template: plan.name, step: s.number, description: s.description }, 'build step');
-        await this.runStep(plan, s, lowers, emit, signal);
+    const lastLayerStep = plan.steps.filter((s) => s.kind === 'from' || FS_STEPS.has(s.step!.type)).pop();
+    let early: EarlyFlatten | undefined;
+    try {
+      for (const s of plan.steps) {
+        if (signal.aborted) throw cancelled();
+        const t0 = Date.now();
+        const cached = s.kind === 'from' && plan.base.kind === 'template' ? true : this.hasLayer(s.key);
+        emit({ type: 'step', step: s.number, total, kind: s.kind, description: s.description, cached });
+        if (!cached) {
+          this.opts.log.info({ template: plan.name, step: s.number, description: s.description }, 'build step');
+          // The layers below the last step are flattened while it runs (on another core).
+          if (s === lastLayerStep && lowers.length > 0 && !this.versionBuilt(plan)) early = this.flattenEarly(plan, [...lowers]);
+          await this.runStep(plan, s, lowers, emit, signal);
+        }
+        if (s.kind === 'from' && plan.base.kind === 'template') lowers.push(realpathSync(plan.base.template.rootfs));
+        else if (existsSync(this.layerFs(s.key))) lowers.push(this.layerFs(s.key));
+        emit({ type: 'step_done', step: s.number, total, cached, elapsedMs: Date.now() - t0 });
       }
-      if (s.kind === 'from' && plan.base.kind === 'template') lowers.push(realpathSync(plan.base.template.rootfs));
-      else if (existsSync(this.layerFs(s.key))) lowers.push(this.layerFs(s.key));
-      emit({ type: 'step_done', step: s.number, total, cached, elapsedMs: Date.now() - t0 });
+      if (signal.aborted) throw cancelled();
+    } catch (err) {
+      if (early) await (await early.done.catch(() => undefined))?.remove();
+      throw err;
     }
-    if (signal.aborted) throw cancelled();
-    await this.commitVersion(plan, lowers, (line) => emit({ type: 'log', step: total, stream: 'stdout', line }));
+    await this.commitVersion(plan, lowers, (line) => emit({ type: 'log', step: total, stream: 'stdout', line }), early);
     await this.setCurrent(plan.name, plan.version);
     const info = this.opts.catalog.find(plan.name);
     if (!info) throw new WarrenError('internal', `template ${plan.name} was built but cannot be read back`);
@@ -192,19 +210,55 @@ export class TemplateBuilder {
     }
   }
 
-  private async commitVersion(plan: BuildPlan, lowers: string[], note: (line: string) => void): Promise<void> {
+  private versionBuilt(plan: BuildPlan): boolean {
+    return existsSync(path.join(this.opts.templatesDir, plan.name, plan.version, 'manifest.json'));
+  }
+
+  /** Flattens the layers below the last step into a version staging dir, in the background. */
+  private flattenEarly(plan: BuildPlan, layers: string[]): EarlyFlatten {
+    const done = (async () => {
+      const staging = await Staging.create(this.buildRoot, `version-${plan.name}-${plan.version}`);
+      try {
+        await mkdir(staging.path('merged'));
+        await mkdir(staging.path('version'));
+        await flatten({ layers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
+        return staging;
+      } catch (err) {
+        await staging.remove();
+        throw err;
+      }
+    })();
+    // Awaited by commitVersion or the build's failure path; this only keeps it from being unhandled meanwhile.
+    done.catch(() => undefined);
+    return { layers, done };
+  }
+
+  private async commitVersion(plan: BuildPlan, lowers: string[], note: (line: string) => void, early?: EarlyFlatten): Promise<void> {
     const versionDir = path.join(this.opts.templatesDir, plan.name, plan.version);
-    if (existsSync(path.join(versionDir, 'manifest.json'))) {
+    const ready = early ? await early.done.catch((err: Error) => {
+      this.opts.log.warn({ template: plan.name, err: err.message }, 'flattening the lower layers during the last step failed; flattening all layers now');
+      return undefined;
+    }) : undefined;
+    if (this.versionBuilt(plan)) {
+      await ready?.remove();
       note(`version ${plan.version} is already built`);
       return;
     }
-    const staging = await Staging.create(this.buildRoot, `version-${plan.name}-${plan.version}`);
+    const staging = ready ?? (await Staging.create(this.buildRoot, `version-${plan.name}-${plan.version}`));
     try {
       const t0 = Date.now();
-      await mkdir(staging.path('merged'));
-      await mkdir(staging.path('version'));
-      const counts = await flatten({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
-      note(`assembled rootfs from ${lowers.length} layers: ${counts.trees} directory trees linked whole, ${counts.files} files and ${counts.dirs} dirs one by one, in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      if (ready) {
+        // Only what the last step changed is left to apply.
+        const top = lowers.slice(early!.layers.length);
+        if (top.length > 1) throw new WarrenError('internal', `early flatten covered ${early!.layers.length} of ${lowers.length} layers`);
+        const counts = top.length ? await applyTop({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir }) : undefined;
+        note(`assembled rootfs from ${lowers.length} layers (the lower ${early!.layers.length} while the last step ran): ${counts?.files ?? 0} files and ${counts?.dirs ?? 0} dirs of the last layer applied in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      } else {
+        await mkdir(staging.path('merged'));
+        await mkdir(staging.path('version'));
+        const counts = await flatten({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
+        note(`assembled rootfs from ${lowers.length} layers: ${counts.trees} directory trees linked whole, ${counts.files} files and ${counts.dirs} dirs one by one, in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+      }
       const manifest: TemplateManifest = {
         name: plan.name,
         version: plan.version,

@@ -62,6 +62,72 @@ export async function flatten(input: FlattenInput): Promise<FlattenCounts> {
   return counts;
 }
 
+export interface ApplyTopInput {
+  /** Every layer, bottom first: the tree in dest was flattened from all but the last. */
+  layers: string[];
+  mergedDir: string;
+  /** A flat tree of layers[0..n-2] (flatten's dest), brought up to date in place. */
+  dest: string;
+  cwdDir: string;
+}
+
+/**
+ * Brings a flat tree of every layer but the top one up to date with the top one, so that a
+ * build can flatten the layers below its last step while that step runs, and only the last
+ * step's own changes are left for afterwards. Guided by the top layer's tree, read against the
+ * merged view of all layers: a path the top layer has but the merged view does not is a
+ * whiteout (removed from dest); a file is linked from the top layer (the topmost one, so its
+ * version is the merged one); a directory loses the entries the merged view no longer shows
+ * (an opaque directory hides those of the layers below without a whiteout each) and is
+ * walked. A directory that replaces a non-directory is flattened whole from the merged view.
+ */
+export async function applyTop(input: ApplyTopInput): Promise<FlattenCounts> {
+  const counts: FlattenCounts = { files: 0, dirs: 0, copied: 0, trees: 0 };
+  const top = input.layers[input.layers.length - 1];
+  await mountOverlay({ lower: [...input.layers].reverse(), target: input.mergedDir, cwdDir: input.cwdDir });
+  try {
+    await applyDir(top, input.mergedDir, [...input.layers].reverse(), '', input.dest, counts);
+    await applyDirMeta(input.dest, await lstat(input.mergedDir));
+  } finally {
+    await unmount(input.mergedDir);
+  }
+  return counts;
+}
+
+async function applyDir(top: string, merged: string, topFirst: string[], rel: string, dest: string, counts: FlattenCounts): Promise<void> {
+  const [mine, shown, present] = await Promise.all([
+    readdir(path.join(top, rel), { withFileTypes: true }),
+    readdir(path.join(merged, rel)).then((names) => new Set(names)),
+    readdir(path.join(dest, rel)),
+  ]);
+  // Entries hidden by an opaque directory or a whiteout.
+  await Promise.all(present.filter((name) => !shown.has(name)).map((name) => rm(path.join(dest, rel, name), { recursive: true, force: true })));
+  await Promise.all(
+    mine.map(async (e) => {
+      const childRel = path.join(rel, e.name);
+      const target = path.join(dest, childRel);
+      if (!shown.has(e.name)) return; // a whiteout: removed above
+      const existing = await lstat(target).catch(() => undefined);
+      if (e.isDirectory()) {
+        const st = await lstat(path.join(merged, childRel));
+        if (existing?.isDirectory()) {
+          await applyDir(top, merged, topFirst, childRel, dest, counts);
+        } else {
+          if (existing) await rm(target, { force: true });
+          await mkdir(target);
+          const below = await Promise.all(topFirst.map(async (l) => ((await lstat(path.join(l, childRel)).catch(() => undefined))?.isDirectory() ? [l] : [])));
+          await walk(merged, below.flat(), childRel, dest, counts);
+        }
+        await applyDirMeta(target, st);
+        counts.dirs++;
+        return;
+      }
+      if (existing) await rm(target, { recursive: true, force: true });
+      await linkOrCopy(path.join(top, childRel), target, counts);
+    }),
+  );
+}
+
 async function walk(merged: string, candidates: string[], rel: string, dest: string, counts: FlattenCounts): Promise<void> {
   // One readdir per layer per directory (instead of an lstat per file per layer).
   const [entries, layerEntries] = await Promise.all([
