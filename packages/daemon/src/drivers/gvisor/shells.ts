@@ -8,7 +8,9 @@
  *
  * Shells are made only for shapes that were restored recently, one at a time, and only
  * while no restore is in flight, so that making them never slows the restores they are for;
- * a shape not restored for `idleMs` loses its shells. Each costs about 17 MB (PSS).
+ * a shape not restored for `idleMs` loses its shells, and so does the least recently used one
+ * beyond `maxShapes` (sandboxes of many different sizes must not pile up shells). Each costs
+ * about 17 MB (PSS).
  */
 import type { Logger } from 'pino';
 
@@ -23,6 +25,8 @@ export interface ShellStockOptions<S extends Shell> {
   perShape: number;
   /** A shape not restored for this long loses its shells. */
   idleMs: number;
+  /** At most this many shapes keep shells; the least recently used one beyond loses them. */
+  maxShapes?: number;
   make(shape: string): Promise<S>;
   discard(shell: S, why: string): Promise<void>;
   /** Whether a shape can still be made (its template's rootfs may have been removed). */
@@ -35,6 +39,7 @@ const QUIET_MS = 150;
 /** After a failed make, that shape is not tried again for this long. */
 const FAILURE_BACKOFF_MS = 30_000;
 const SWEEP_INTERVAL_MS = 30_000;
+const DEFAULT_MAX_SHAPES = 4;
 
 export class ShellStock<S extends Shell> {
   private ready = new Map<string, S[]>();
@@ -67,7 +72,14 @@ export class ShellStock<S extends Shell> {
   /** Keeps shells of that shape ready (a restore of it is expected). */
   want(shape: string): void {
     if (!this.enabled) return;
+    // Re-inserted, so the map's order is least recently wanted first.
+    this.wanted.delete(shape);
     this.wanted.set(shape, Date.now());
+    const max = this.opts.maxShapes ?? DEFAULT_MAX_SHAPES;
+    for (const [old] of this.wanted) {
+      if (this.wanted.size <= max) break;
+      void this.drop(old, 'more recently restored templates need the room');
+    }
     void this.fill();
   }
 
@@ -148,10 +160,14 @@ export class ShellStock<S extends Shell> {
     for (const [shape, last] of [...this.wanted]) {
       const gone = !this.opts.usable(shape);
       if (last > cutoff && !gone) continue;
-      this.wanted.delete(shape);
-      const shells = this.ready.get(shape) ?? [];
-      this.ready.delete(shape);
-      for (const s of shells) await this.opts.discard(s, gone ? 'its template is gone' : 'its template was not restored for a while');
+      await this.drop(shape, gone ? 'its template is gone' : 'its template was not restored for a while');
     }
+  }
+
+  private async drop(shape: string, why: string): Promise<void> {
+    this.wanted.delete(shape);
+    const shells = this.ready.get(shape) ?? [];
+    this.ready.delete(shape);
+    for (const s of shells) await this.opts.discard(s, why);
   }
 }
