@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 bash scripts/setup.sh --no-daemon
+bash scripts/clean-test-root.sh
 shopt -s globstar nullglob
 unit=(packages/*/dist/**/*.test.js)
 e2e=(tests/dist/*.test.js)
