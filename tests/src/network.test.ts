@@ -135,6 +135,36 @@ print('handshake passed')
   }
 });
 
+test('a CONNECT to a host:port a rule names is answered inside; the daemon still checks it and says why in the audit log', T, async () => {
+  // A port nothing listens on: the daemon's proxy cannot connect, so only the agent can have said 200.
+  const closed = net.createServer();
+  await new Promise<void>((r) => closed.listen(0, '127.0.0.1', r));
+  const downPort = (closed.address() as AddressInfo).port;
+  await new Promise<void>((r) => closed.close(() => r()));
+  const sbx = await d!.create({ network: { allow: [`127.0.0.1:${downPort}`, `127.0.0.1:${securePort}`] } });
+  try {
+    const ask = (authority: string) =>
+      sbx.exec(['python3', '-c', `
+import socket
+s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
+s.sendall(b'CONNECT ${authority} HTTP/1.1\\r\\nHost: ${authority}\\r\\n\\r\\n')
+head = s.recv(4096)
+print(head.split(b'\\r\\n')[0].decode())
+print('closed' if s.recv(4096) == b'' else 'open')
+`]);
+    const down = await ask(`127.0.0.1:${downPort}`);
+    assert.equal(down.stdout, 'HTTP/1.1 200 Connection Established\nclosed\n', down.stderr);
+    await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.port === downPort && e.method === 'CONNECT' && /cannot connect/.test(e.reason ?? '')));
+    // Not named by a rule: the daemon answers, with its reason.
+    const other = await ask(`127.0.0.1:${plainPort}`);
+    assert.match(other.stdout, /^HTTP\/1\.1 403 /, other.stderr);
+    // And an allowed one goes through, by curl as by anyone.
+    assert.equal((await curl(sbx, `https://127.0.0.1:${securePort}/`)).out, 'secret-free hello over tls\n');
+  } finally {
+    await sbx.kill();
+  }
+});
+
 test('policies change at runtime, are validated, and forks inherit them', T, async () => {
   await assert.rejects(d!.create({ network: { allow: ['not a rule!'] } }), (e: WarrenError) => e.status === 400 && e.message.includes('not a rule!'));
   const sbx = await d!.create();

@@ -19,6 +19,7 @@ import { Spawner } from './spawner.js';
 import * as files from './files.js';
 import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
+import { parseHints } from './connect-hints.js';
 
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
@@ -73,8 +74,11 @@ function serve(): void {
         return files.write(req.params as Params<'file.write'>, channel, req.id);
       case 'net.connect':
         return tunnels.connect((req.params as Params<'net.connect'>).port, channel, req.id);
-      case 'net.forwards':
-        return forwards.apply((req.params as Params<'net.forwards'>).forwards);
+      case 'net.forwards': {
+        const params = req.params as Params<'net.forwards'>;
+        tunnels.setConnectHints(parseHints(params.connectHints));
+        return forwards.apply(params.forwards);
+      }
       case 'fs.stat':
         return files.stat(req.params as Params<'fs.stat'>);
       case 'fs.list':

@@ -25,7 +25,7 @@ import { parsePolicy, policyRules, type EgressPolicy } from '../network/policy.j
 import { credentialRules, parseCredentials, redactedCredentials } from '../network/credentials.js';
 import { installEgressCa, TRUST_ENV } from './egress-trust.js';
 import { CONNECT_HELPER_PATH, EGRESS_PROXY_PORT, type GuestOps, type TcpForward } from '@warren/protocol';
-import { asConnect, tcpForwards } from '../network/forwards.js';
+import { asConnect, connectHints, tcpForwards } from '../network/forwards.js';
 import type { Duplex } from 'node:stream';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
@@ -613,17 +613,19 @@ export class SandboxService {
   }
 
   /**
-   * Sends the agent the TCP forwarders the sandbox's policy gives now (network/forwards.ts).
+   * Sends the agent the TCP forwarders and CONNECT hints the sandbox's policy gives now (network/forwards.ts).
    * The list is read when the call is sent, and the agent applies calls in order, so the
    * last policy set wins. Forwards are a convenience on top of the proxy, which enforces the
    * policy whatever the agent listens on: a forward the agent could not open is logged.
    */
   private async pushForwards(id: string, skipIfNone = false): Promise<void> {
-    const forwards = tcpForwards(this.policyOf(id));
-    if (skipIfNone && forwards.length === 0) return;
+    const policy = this.policyOf(id);
+    const forwards = tcpForwards(policy);
+    const hints = connectHints(policy);
+    if (skipIfNone && forwards.length === 0 && hints.length === 0) return;
     let result: GuestOps['net.forwards']['result']['forwards'];
     try {
-      ({ forwards: result } = await this.guestOf(id).request('net.forwards', { forwards }, AGENT_READY_TIMEOUT_MS));
+      ({ forwards: result } = await this.guestOf(id).request('net.forwards', { forwards, connectHints: hints }, AGENT_READY_TIMEOUT_MS));
     } catch (err) {
       // An image saved before forwarders existed (a snapshot, a hibernated sandbox) carries
       // an agent without them: it keeps working through the proxy alone.

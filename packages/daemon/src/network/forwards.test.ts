@@ -9,7 +9,7 @@ import net, { type AddressInfo } from 'node:net';
 import { PassThrough, Duplex } from 'node:stream';
 import { pino } from 'pino';
 import type { EgressRecord } from './audit.js';
-import { asConnect, tcpForwards } from './forwards.js';
+import { asConnect, connectHints, tcpForwards } from './forwards.js';
 import { parsePolicy } from './policy.js';
 import { EgressProxy } from './proxy.js';
 
@@ -73,6 +73,17 @@ test('only exact names with a port get a forward', () => {
     { host: 'db.example.com', port: 5432 },
     { host: 'git.example.com', port: 22 },
   ]);
+});
+
+test('CONNECT hints: every name rule, and IPv4 rules of one address', () => {
+  const policy = parsePolicy(['api.example.com:443', '*.example.org', '127.0.0.1:8443', '10.0.0.0/8:5432', '[::1]:443', 'db.example.net']);
+  assert.deepEqual(connectHints(policy), [
+    { host: 'api.example.com', port: 443 },
+    { host: 'example.org', suffix: true },
+    { host: '127.0.0.1', port: 8443 },
+    { host: 'db.example.net' },
+  ]);
+  assert.deepEqual(connectHints(parsePolicy([])), []);
 });
 
 test('a forwarded connection is a CONNECT to its target: the server speaks first, bytes pass both ways', async () => {

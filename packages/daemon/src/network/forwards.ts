@@ -14,7 +14,7 @@
  * agent, which only says which forwarder a connection came to, decides nothing.
  */
 import { Duplex } from 'node:stream';
-import { WarrenError, type TcpForward } from '@warren/protocol';
+import { WarrenError, type ConnectHint, type TcpForward } from '@warren/protocol';
 import type { EgressPolicy } from './policy.js';
 
 /** The forwards a policy gives, in rule order, one per host:port. */
@@ -27,6 +27,21 @@ export function tcpForwards(policy: EgressPolicy): TcpForward[] {
     if (seen.has(key)) continue;
     seen.add(key);
     out.push({ host: r.host, port: r.port });
+  }
+  return out;
+}
+
+/**
+ * The CONNECT targets the agent may answer itself (ConnectHint): every name rule, and IPv4
+ * rules of a single address (a wider range or IPv6 is left to the proxy's own answer).
+ */
+export function connectHints(policy: EgressPolicy): ConnectHint[] {
+  const out: ConnectHint[] = [];
+  for (const r of policy.rules) {
+    const port = r.port === undefined ? {} : { port: r.port };
+    if (r.kind === 'domain' && r.host) out.push({ host: r.host, ...port });
+    else if (r.kind === 'suffix' && r.host) out.push({ host: r.host, suffix: true, ...port });
+    else if (r.kind === 'cidr' && r.prefix === 32 && r.network && !r.network.includes(':')) out.push({ host: r.network, ...port });
   }
   return out;
 }
