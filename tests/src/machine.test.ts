@@ -162,6 +162,8 @@ test('fork: children continue from the same instant and are independent', T, asy
       assert.equal(await pythonSays(c, python.pid, `child-${c.id}`), v);
       assert.equal(await c.files.readText('shared.txt'), 'from the parent\n');
       assert.equal((await c.exec('hostname', { check: true })).stdout.trim(), c.id);
+      // Its own name resolves, the parent's no longer does.
+      assert.equal((await c.exec(`getent hosts ${c.id}; getent hosts ${parent.id} || echo gone`)).stdout, `127.0.1.1       ${c.id}\ngone\n`);
     }
     // The parent carried on, untouched by its children's calls.
     assert.equal(await count(parent), 3);

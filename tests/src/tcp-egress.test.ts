@@ -87,6 +87,11 @@ async function pyConnect(sbx: Sandbox, host: string, p: number, user?: string): 
   return { code: r.exitCode ?? -1, out: r.stdout.trim(), err: r.stderr };
 }
 
+/** What the agent writes into every sandbox's /etc/hosts (packages/guest/src/hosts.ts). */
+function loopbackNames(id: string): string {
+  return `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t${id}\t# warren: the sandbox hostname\n`;
+}
+
 async function hostsFile(sbx: Sandbox): Promise<string> {
   return (await sbx.exec(['cat', '/etc/hosts'])).stdout;
 }
@@ -171,7 +176,11 @@ test('names the policy refuses are never resolved for the sandbox; refused ports
 test('PUT network opens and closes forwarders and keeps the sandbox’s own /etc/hosts lines', T, async () => {
   const sbx = await d!.create();
   try {
-    assert.equal(await hostsFile(sbx).catch(() => ''), '', 'no rules, no block');
+    // No rules, no block: only the loopback names every system has, and the sandbox's own.
+    const loopback = loopbackNames(sbx.id);
+    assert.equal(await hostsFile(sbx), loopback);
+    const names = await sbx.exec(['python3', '-c', 'import socket; print(socket.gethostbyname("localhost"), socket.gethostbyname(socket.gethostname()))']);
+    assert.equal(names.stdout, '127.0.0.1 127.0.1.1\n', names.stderr);
     const mine = await sbx.exec(['bash', '-c', "echo '10.11.12.13 mine.example' >> /etc/hosts"], { user: 'root' });
     assert.equal(mine.exitCode, 0, mine.stderr);
 
@@ -181,7 +190,7 @@ test('PUT network opens and closes forwarders and keeps the sandbox’s own /etc
 
     await sbx.setNetwork({ allow: [`127.0.0.1:${port}`] });
     const hosts = await hostsFile(sbx);
-    assert.equal(hosts, '10.11.12.13 mine.example\n', 'the managed block is gone, the sandbox’s line kept');
+    assert.equal(hosts, `${loopback}10.11.12.13 mine.example\n`, 'the managed block is gone, the sandbox’s line kept');
     const gone = await pyConnect(sbx, '127.77.0.1', port);
     assert.notEqual(gone.code, 0);
     assert.match(gone.err, /refused/i, 'the listener is closed');
@@ -218,7 +227,7 @@ test('forwarders work in forks and after hibernate and resume', T, async () => {
     const snap = await sbx.snapshot();
     const restored = await d!.create({ snapshot: snap.id });
     try {
-      assert.equal(await hostsFile(restored), '');
+      assert.equal(await hostsFile(restored), loopbackNames(restored.id));
       const none = await pyConnect(restored, '127.77.0.1', port);
       assert.notEqual(none.code, 0);
       assert.match(none.err, /refused/i);

@@ -1,7 +1,10 @@
 /**
- * The agent's block of /etc/hosts: the names of TCP forwarders and their loopback addresses
- * (forwards.ts). Only the lines between the markers are the agent's; everything else in the
- * file belongs to the sandbox and is kept as it is, byte for byte.
+ * The agent's lines in /etc/hosts. Its block: the names of TCP forwarders and their loopback
+ * addresses (forwards.ts); only the lines between the markers are the agent's. And the
+ * loopback names every system is expected to have, which a minbase root filesystem lacks
+ * (Docker writes them into each container's /etc/hosts alike): `localhost`, unless the file
+ * names it, and the sandbox's hostname, on a line of its own that follows hostname changes.
+ * Everything else in the file belongs to the sandbox and is kept as it is, byte for byte.
  */
 import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
@@ -27,18 +30,47 @@ export function withManagedBlock(text: string, entries: Array<{ address: string;
   return kept.length ? `${kept.join('\n')}\n` : '';
 }
 
+/** Ends the agent's line for the sandbox's hostname, so that line can be found again. */
+const HOSTNAME_MARK = '# warren: the sandbox hostname';
+const HOSTNAME = /^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$/;
+
 /**
- * Rewrites the block in `file`. Written to a temporary file and renamed, so a resolver never
- * reads half a file. The base template has no /etc/hosts: it is created then.
+ * `text` with `localhost` (if no line names it) and `hostname` (if no other line names it) on
+ * loopback. The hostname line is replaced where it stands; new lines go first.
  */
+export function withLoopbackNames(text: string, hostname: string): string {
+  const lines = text === '' ? [] : text.replace(/\n$/, '').split('\n');
+  const others = lines.filter((line) => !line.endsWith(HOSTNAME_MARK));
+  const named = (name: string) => others.some((line) => line.replace(/#.*/, '').trim().split(/\s+/).slice(1).includes(name));
+  const hostLine = HOSTNAME.test(hostname) && !named(hostname) ? [`127.0.1.1\t${hostname}\t${HOSTNAME_MARK}`] : [];
+  const ours = lines.findIndex((line) => line.endsWith(HOSTNAME_MARK));
+  const kept = ours < 0 ? [...hostLine, ...others] : lines.flatMap((line, i) => (i === ours ? hostLine : line.endsWith(HOSTNAME_MARK) ? [] : [line]));
+  const localhost = named('localhost') ? [] : ['127.0.0.1\tlocalhost', '::1\tlocalhost ip6-localhost ip6-loopback'];
+  return `${[...localhost, ...kept].join('\n')}\n`;
+}
+
+/** Rewrites the managed block in `file`. */
 export function writeManagedBlock(entries: Array<{ address: string; name: string }>, file = HOSTS_FILE): void {
+  rewriteHosts(file, (text) => withManagedBlock(text, entries));
+}
+
+/** Makes `localhost` and the sandbox's hostname resolve (withLoopbackNames). */
+export function writeLoopbackNames(hostname: string, file = HOSTS_FILE): void {
+  rewriteHosts(file, (text) => withLoopbackNames(text, hostname));
+}
+
+/**
+ * Written to a temporary file and renamed, so a resolver never reads half a file. The base
+ * template has no /etc/hosts: it is created then.
+ */
+function rewriteHosts(file: string, change: (text: string) => string): void {
   let text = '';
   try {
     text = readFileSync(file, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
-  const next = withManagedBlock(text, entries);
+  const next = change(text);
   if (next === text) return;
   const tmp = path.join(path.dirname(file), `.${path.basename(file)}.warren-tmp`);
   writeFileSync(tmp, next, { mode: 0o644 });

@@ -20,6 +20,7 @@ import * as files from './files.js';
 import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
 import { parseHints } from './connect-hints.js';
+import { writeLoopbackNames } from './hosts.js';
 
 type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
@@ -43,6 +44,12 @@ function serve(): void {
         const p = req.params as Params<'configure'>;
         processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });
         if (p.hostname && p.hostname !== os.hostname()) await spawner.setHostname(p.hostname);
+        try {
+          writeLoopbackNames(p.hostname ?? os.hostname());
+        } catch (err) {
+          // The sandbox works without; only names like localhost stay unresolved.
+          process.stderr.write(`warren-agent: cannot write the loopback names into /etc/hosts: ${(err as Error).message}\n`);
+        }
         return {};
       }
       case 'exec':
