@@ -73,8 +73,6 @@ interface EgressRow {
   reason: string | null;
 }
 
-type Row = Omit<EgressRow, 'method' | 'path' | 'reason'> & { method: string | null; path: string | null; reason: string | null };
-
 export class EgressLog {
   private readonly db: Database.Database;
   private readonly insertStmt: Database.Statement;
@@ -85,7 +83,7 @@ export class EgressLog {
   private readonly writeQueue: Database.Transaction<() => void>;
   private lastId: number;
   /** Rows not written yet, by id: a finish before the write just changes the row. */
-  private pendingRows = new Map<number, Row>();
+  private pendingRows = new Map<number, EgressRow>();
   private pendingFinishes: Array<{ id: number; up: number; down: number; reason?: string }> = [];
   private flushScheduled = false;
 
@@ -118,7 +116,7 @@ export class EgressLog {
 
   /** Queues one attempt and returns its id (for `finish`). */
   record(r: EgressRecord): number {
-    const row: Row = {
+    const row: EgressRow = {
       id: ++this.lastId,
       time: requireCount('time', r.time),
       sandbox_id: r.sandboxId,

@@ -18,7 +18,7 @@ import { buildRunsc, runBuildCommand } from './build-sandbox.js';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import { copyInto, resolveInRoot } from './copy.js';
 import { debootstrap } from './debootstrap.js';
-import { applyTop, flatten } from './flatten.js';
+import { applyTop, flatten, type FlattenCounts } from './flatten.js';
 import { mountOverlay, unmount } from './mounts.js';
 import { lookupOwner, lookupUser } from './passwd.js';
 import type { BuildPlan, PlannedStep } from './plan.js';
@@ -214,14 +214,19 @@ export class TemplateBuilder {
     return existsSync(path.join(this.opts.templatesDir, plan.name, plan.version, 'manifest.json'));
   }
 
+  /** Flattens `layers` into a version staging dir's rootfs. */
+  private async flattenInto(staging: Staging, layers: string[]): Promise<FlattenCounts> {
+    await mkdir(staging.path('merged'));
+    await mkdir(staging.path('version'));
+    return flatten({ layers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
+  }
+
   /** Flattens the layers below the last step into a version staging dir, in the background. */
   private flattenEarly(plan: BuildPlan, layers: string[]): EarlyFlatten {
     const done = (async () => {
       const staging = await Staging.create(this.buildRoot, `version-${plan.name}-${plan.version}`);
       try {
-        await mkdir(staging.path('merged'));
-        await mkdir(staging.path('version'));
-        await flatten({ layers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
+        await this.flattenInto(staging, layers);
         return staging;
       } catch (err) {
         await staging.remove();
@@ -254,9 +259,7 @@ export class TemplateBuilder {
         const counts = top.length ? await applyTop({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir }) : undefined;
         note(`assembled rootfs from ${lowers.length} layers (the lower ${early!.layers.length} while the last step ran): ${counts?.files ?? 0} files and ${counts?.dirs ?? 0} dirs of the last layer applied in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
       } else {
-        await mkdir(staging.path('merged'));
-        await mkdir(staging.path('version'));
-        const counts = await flatten({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir });
+        const counts = await this.flattenInto(staging, lowers);
         note(`assembled rootfs from ${lowers.length} layers: ${counts.trees} directory trees linked whole, ${counts.files} files and ${counts.dirs} dirs one by one, in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
       }
       const manifest: TemplateManifest = {

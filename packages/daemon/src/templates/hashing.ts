@@ -25,7 +25,6 @@ const READ_AHEAD = 16;
 
 interface Entry {
   abs: string;
-  rel: string;
   header: string;
   /** Regular files: their bytes go into the hash after the header. */
   size?: number;
@@ -46,7 +45,11 @@ export async function hashSource(src: string): Promise<string> {
   const readAhead = (from: number) => {
     for (ahead = Math.max(ahead, from); ahead < entries.length && reads.size < READ_AHEAD; ahead++) {
       const e = entries[ahead];
-      if (e.size !== undefined && e.size <= SMALL_FILE_BYTES) reads.set(ahead, readFile(e.abs));
+      if (e.size === undefined || e.size > SMALL_FILE_BYTES) continue;
+      const read = readFile(e.abs);
+      // Awaited in turn below; a file that fails before its turn must not count as unhandled.
+      read.catch(() => undefined);
+      reads.set(ahead, read);
     }
   };
   for (let i = 0; i < entries.length; i++) {
@@ -69,13 +72,13 @@ async function collect(abs: string, rel: string, out: Entry[]): Promise<void> {
   const st = await lstat(abs);
   const mode = (st.mode & 0o7777).toString(8);
   if (st.isSymbolicLink()) {
-    out.push({ abs, rel, header: `L ${rel} ${await readlink(abs)}\0` });
+    out.push({ abs, header: `L ${rel} ${await readlink(abs)}\0` });
   } else if (st.isDirectory()) {
-    out.push({ abs, rel, header: `D ${rel} ${mode}\0` });
+    out.push({ abs, header: `D ${rel} ${mode}\0` });
     for (const name of (await readdir(abs)).sort()) await collect(path.join(abs, name), `${rel}/${name}`, out);
   } else if (st.isFile()) {
-    out.push({ abs, rel, header: `F ${rel} ${mode} ${st.size}\0`, size: st.size });
+    out.push({ abs, header: `F ${rel} ${mode} ${st.size}\0`, size: st.size });
   } else {
-    out.push({ abs, rel, header: `O ${rel} ${mode} ${st.rdev}\0` });
+    out.push({ abs, header: `O ${rel} ${mode} ${st.rdev}\0` });
   }
 }
