@@ -1,7 +1,7 @@
 /**
  * Raw runsc, without warren: a minimal OCI bundle on the base template's rootfs (read-only
- * root, no overlay, --network=none, systrap), with the host's node bind-mounted read-only
- * where the daemon puts it. Containers live under a private --root that is emptied at the end.
+ * root, no overlay, --network=none unless a run asks for the host's network, systrap), with
+ * the host's node bind-mounted read-only where the daemon puts it. Containers live under a private --root that is emptied at the end.
  */
 import { spawn, execFileSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync, rmSync } from 'node:fs';
@@ -10,6 +10,8 @@ import { TEMPLATES, containerOf } from '@warren/tests/harness';
 import type { Context } from './context.js';
 
 export const GUEST_NODE = '/opt/warren/bin/node';
+/** --network for a raw run: none (as warren's sandboxes), or the host's stack (hostinet). */
+export type RawNetwork = 'none' | 'host';
 const ROOTFS = path.join(TEMPLATES, 'base/current/rootfs');
 
 export class RawRunsc {
@@ -27,12 +29,12 @@ export class RawRunsc {
     ctx.defer('delete raw runsc containers', () => this.deleteAll());
   }
 
-  private flags(): string[] {
-    return ['--root', this.root, '--platform', 'systrap', '--network', 'none', '--overlay2', 'none'];
+  private flags(network: RawNetwork = 'none'): string[] {
+    return ['--root', this.root, '--platform', 'systrap', '--network', network, '--overlay2', 'none'];
   }
 
   /** Writes a bundle for `args` and returns [container id, bundle dir]. */
-  bundle(args: string[]): [string, string] {
+  bundle(args: string[], network: RawNetwork = 'none'): [string, string] {
     const id = `wbench-${process.pid}-${++this.seq}`;
     const dir = path.join(this.bundles, id);
     mkdirSync(dir);
@@ -52,11 +54,29 @@ export class RawRunsc {
         { destination: GUEST_NODE, type: 'bind', source: process.execPath, options: ['rbind', 'ro'] },
       ],
       linux: {
-        namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
+        // --network=host shares the host's namespace: the spec must not ask for a new one.
+        namespaces: [{ type: 'pid' }, ...(network === 'host' ? [] : [{ type: 'network' }]), { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
       },
     };
     writeFileSync(path.join(dir, 'config.json'), JSON.stringify(spec));
     return [id, dir];
+  }
+
+  /** `runsc run` in the foreground; resolves with its stdout. Fails on a non-zero exit. */
+  async runCapture(args: string[], network: RawNetwork = 'none'): Promise<string> {
+    const [id, dir] = this.bundle(args, network);
+    const child = spawn('runsc', [...this.flags(network), 'run', '--bundle', dir, id], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+    const code = await new Promise<number | null>((resolve, reject) => {
+      child.on('error', reject);
+      child.on('close', (c) => resolve(c));
+    });
+    rmSync(dir, { recursive: true, force: true });
+    if (code !== 0) throw new Error(`raw runsc run ${args.join(' ')} exited ${code}: ${stderr.trim().split('\n').slice(-3).join(' | ')}`);
+    return stdout;
   }
 
   /** `runsc run` in the foreground; resolves with the ms from spawn to exit. */
