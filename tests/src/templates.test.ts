@@ -213,7 +213,11 @@ test('env, workdir, user, start and ready become the manifest (SDK builder)', as
   assert.equal(info.from, 'base');
 
   const manifest = JSON.parse(readFileSync(path.join(tpl, 'tmanifest', 'current', 'manifest.json'), 'utf8')) as Record<string, unknown>;
-  assert.deepEqual(Object.keys(manifest).sort(), ['builtAt', 'env', 'from', 'name', 'ready', 'recipeHash', 'start', 'user', 'version', 'workdir']);
+  assert.deepEqual(Object.keys(manifest).sort(), ['builtAt', 'env', 'from', 'layers', 'name', 'ready', 'recipeHash', 'start', 'user', 'version', 'workdir']);
+  // One cache layer per step after `from: base` (env, workdir and user leave a marker layer).
+  assert.equal((manifest.layers as string[]).length, 5);
+  assert.ok((manifest.layers as string[]).every((l) => existsSync(path.join(tpl, '.layers', l, 'layer.json'))));
+  assert.equal('layers' in info, false, 'the API does not show the layer list');
   assert.equal(manifest.version, info.version);
   assert.equal((manifest.recipeHash as string).slice(0, 12), info.version);
   assert.equal(realpathSync(path.join(tpl, 'tmanifest', 'current')), path.join(tpl, 'tmanifest', info.version));
@@ -309,6 +313,86 @@ test('template rm is refused while a sandbox uses it, and works after', async ()
   await assert.rejects(Template.delete('tuse', conn()), /unknown template/);
 });
 
+function layersOf(name: string): string[] {
+  const manifest = JSON.parse(readFileSync(path.join(tpl, name, 'current', 'manifest.json'), 'utf8')) as { layers?: string[] };
+  assert.ok(manifest.layers?.length, `${name}'s manifest lists its layers`);
+  return manifest.layers!;
+}
+
+function layerExists(layer: string): boolean {
+  return existsSync(path.join(tpl, '.layers', layer, 'layer.json'));
+}
+
+test('template prune drops the layers no version was built from, refuses during a build, and --all empties the cache', async () => {
+  const nonce = Date.now();
+  const keep = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  assert.equal(keep.error, undefined, keep.error?.message);
+  // 2 MB of its own in the layer: space a prune must give back once the template is gone.
+  const gone = await build({ name: 'tgone', from: 'base', steps: [{ type: 'run', cmd: `head -c 2M /dev/urandom > /blob; echo ${nonce} > /gone` }] });
+  assert.equal(gone.error, undefined, gone.error?.message);
+  const keptLayers = layersOf('tkeep');
+  const goneLayers = layersOf('tgone');
+  assert.equal(keptLayers.length, 2, 'a run step and an env step');
+  const before = await d!.create({ template: 'tkeep', ttlSeconds: 300 });
+  await Template.delete('tgone', conn());
+
+  // Refused while a build runs.
+  const abort = new AbortController();
+  const res = await postBuild({ name: 'tbusy', from: 'base', steps: [{ type: 'run', cmd: 'echo started; sleep 120' }] }, abort.signal);
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes('"line":"started"')) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, `the stream ended early: ${text}`);
+    text += new TextDecoder().decode(value);
+  }
+  await assert.rejects(Template.pruneLayers({}, conn()), (err: Error & { status?: number }) => {
+    assert.equal(err.status, 409);
+    assert.match(err.message, /a template build is running \(this daemon\)/);
+    return true;
+  });
+  assert.ok(goneLayers.every(layerExists), 'a refused prune removed nothing');
+  abort.abort();
+  await reader.cancel().catch(() => undefined);
+  const deadline = Date.now() + 30_000;
+  while (stagingLeft().length || buildContainers().length) {
+    assert.ok(Date.now() < deadline, `the cancelled build did not clean up: ${stagingLeft().join(',')}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+
+  const pruned = await Template.pruneLayers({}, conn());
+  assert.ok(pruned.removed >= goneLayers.length, JSON.stringify(pruned));
+  assert.ok(pruned.kept >= keptLayers.length, JSON.stringify(pruned));
+  assert.ok(pruned.freedBytes >= 2 * 1024 * 1024, `freed ${pruned.freedBytes} bytes`);
+  assert.ok(keptLayers.every(layerExists), 'the layers of a template on disk stay');
+  assert.ok(!goneLayers.some(layerExists), 'the removed template\'s layers went');
+  assert.equal(layerCount(), pruned.kept);
+  assert.deepEqual(readdirSync(path.join(tpl, '.trash')), []);
+  const again = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  assert.deepEqual(again.cached, [true, true, true], 'rebuilding a kept template is still cached');
+
+  // Bad input names the field.
+  for (const [body, pattern] of [[{ all: 'yes' }, /all/], [{ everything: true }, /everything/]] as const) {
+    const r = await fetch(`${d!.url}/v1/templates/prune`, { method: 'POST', headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const t = await r.text();
+    assert.equal(r.status, 400, t);
+    assert.match(t, pattern);
+  }
+
+  // --all, from the CLI: nothing is cached any more, and templates and sandboxes do not care.
+  const cli = spawnSync(path.join(REPO, 'bin/warren'), ['template', 'prune', '--all'], { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 120_000 });
+  assert.equal(cli.status, 0, cli.stderr);
+  assert.match(cli.stdout, /^removed \d+ cached layers?, \d+\.\d MB freed; kept 0 that template versions were built from$/m);
+  assert.equal(layerCount(), 0);
+  assert.equal((await before.exec('cat /kept')).stdout, `keep ${nonce}\n`, 'a sandbox made before the prune runs on');
+  const after = await d!.create({ template: 'tkeep', ttlSeconds: 300 });
+  assert.equal((await after.exec('cat /kept; echo $KEPT')).stdout, `keep ${nonce}\n1\n`, 'a template needs no layer to start');
+  const rebuilt = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  assert.deepEqual(rebuilt.cached, [true, false, false], 'after --all every step runs again');
+  await before.kill();
+  await after.kill();
+});
+
 test('CLI: template build shows progress, ls, rm, and exits non-zero on failure', () => {
   const dir = mkdtempSync(path.join(ctx, 'cli-'));
   writeFileSync(path.join(dir, 'hello.txt'), 'hi from the context\n');
@@ -396,8 +480,9 @@ test('a daemon killed mid-build leaves nothing once it is back', async () => {
   }
   assert.equal(buildContainers().length, 1);
   assert.equal(mountsUnder(tpl).length, 1);
-  // The step's staging, and the version's: the layers below the last step are flattened while it runs.
-  assert.equal(stagingLeft().length, 2);
+  // The build's own marker, the step's staging, and the version's: the layers below the last
+  // step are flattened while it runs.
+  assert.equal(stagingLeft().length, 3);
   const home = d!.home;
   await d!.crash();
   await building;

@@ -94,6 +94,17 @@ export function registerTemplateCommands(program: Command): void {
         process.stdout.write(`${name}\n`);
       }
     });
+
+  template
+    .command('prune')
+    .description('remove cached build layers that no template version was built from (refused while a build runs)')
+    .option('--all', 'remove every cached layer: the next build of any recipe runs all its steps')
+    .option('--json', 'print JSON')
+    .action(async (opts: { all?: boolean; json?: boolean }) => {
+      const r = await Template.pruneLayers({ all: opts.all ?? false });
+      if (opts.json) return printJson(r);
+      process.stdout.write(`removed ${r.removed} cached ${r.removed === 1 ? 'layer' : 'layers'}, ${(r.freedBytes / 1e6).toFixed(1)} MB freed; kept ${r.kept} that template versions were built from\n`);
+    });
 }
 
 async function buildLocal(recipe: Recipe, contextDir: string, print: (e: TemplateBuildEvent) => void): Promise<void> {

@@ -124,10 +124,30 @@ export interface TemplateManifest {
   user?: string;
   start?: StartCommand;
   ready?: { cmd?: string; port?: number; timeoutSeconds: number };
+  /** The cached build layers this version was made from (their dirs under .layers); kept by a prune. Missing in versions built before prune existed. */
+  layers?: string[];
 }
 
 /** A template as listed by the API. Templates built before recipes lack the recipe fields. */
-export type TemplateInfo = Omit<TemplateManifest, 'builtAt' | 'recipeHash' | 'from'> & Partial<Pick<TemplateManifest, 'builtAt' | 'recipeHash' | 'from'>>;
+export type TemplateInfo = Omit<TemplateManifest, 'builtAt' | 'recipeHash' | 'from' | 'layers'> & Partial<Pick<TemplateManifest, 'builtAt' | 'recipeHash' | 'from'>>;
+
+/** POST /v1/templates/prune: drop cached build layers. */
+export const PruneLayersRequest = z
+  .object({
+    /** Also the layers that template versions on disk were built from (their next rebuild runs every step). */
+    all: z.boolean().default(false),
+  })
+  .strict();
+export type PruneLayersRequest = z.input<typeof PruneLayersRequest>;
+
+export interface PruneLayersResult {
+  /** Cached layers removed. */
+  removed: number;
+  /** Cached layers left: those template versions were built from (none with `all`). */
+  kept: number;
+  /** Disk space given back: blocks of files no template version shares (versions hard-link layer files). */
+  freedBytes: number;
+}
 
 export interface TemplateList {
   templates: TemplateInfo[];

@@ -3,7 +3,7 @@
  * (The Python SDK mirrors these names in snake_case.)
  */
 import path from 'node:path';
-import type { Recipe, RecipeStep, StartCommand, TemplateBuildEvent, TemplateInfo, TemplateList } from '@warren/protocol';
+import type { PruneLayersRequest, PruneLayersResult, Recipe, RecipeStep, StartCommand, TemplateBuildEvent, TemplateInfo, TemplateList } from '@warren/protocol';
 import { HttpClient, ndjson, type ConnectionOptions } from './client.js';
 import { WarrenError } from './errors.js';
 
@@ -140,6 +140,15 @@ export class Template {
   /** Removes every version of a template; refused (ConflictError) while a sandbox uses it. */
   static async delete(name: string, opts: ConnectionOptions = {}): Promise<void> {
     await new HttpClient(opts).json('DELETE', `/v1/templates/${encodeURIComponent(name)}`);
+  }
+
+  /**
+   * Drops cached build layers: those no template version on disk was built from, or with
+   * `all` every one (the next build of anything runs every step). Refused (ConflictError)
+   * while a build runs. Templates and sandboxes never need a layer to run.
+   */
+  static async pruneLayers(req: PruneLayersRequest = {}, opts: ConnectionOptions = {}): Promise<PruneLayersResult> {
+    return new HttpClient(opts).json<PruneLayersResult>('POST', '/v1/templates/prune', { json: req });
   }
 
   private step(s: RecipeStep): Template {

@@ -74,6 +74,17 @@ export class TemplateBuilder {
   }
 
   async build(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
+    // Marks the build as running for its whole length, so a prune (of this process or
+    // another) leaves the layer cache alone meanwhile; a crash leaves it to clearStaleStaging.
+    const running = await Staging.create(this.buildRoot, `build-${plan.name}`);
+    try {
+      return await this.buildSteps(plan, emit, signal);
+    } finally {
+      await running.remove();
+    }
+  }
+
+  private async buildSteps(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
     const started = Date.now();
     const total = plan.steps.length;
     await mkdir(this.layersDir, { recursive: true, mode: 0o700 });
@@ -273,6 +284,8 @@ export class TemplateBuilder {
         ...(plan.final.user ? { user: plan.final.user } : {}),
         ...(plan.final.start ? { start: plan.final.start } : {}),
         ...(plan.final.ready ? { ready: plan.final.ready } : {}),
+        // Every step but a template `from` left a layer dir (env and the like only a marker).
+        layers: plan.steps.filter((s) => !(s.kind === 'from' && plan.base.kind === 'template')).map((s) => path.basename(this.layerDir(s.key))),
       };
       await writeFile(staging.path('version', 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
       await mkdir(path.dirname(versionDir), { recursive: true, mode: 0o755 });

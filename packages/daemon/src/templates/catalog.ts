@@ -50,7 +50,8 @@ export class TemplateCatalog {
     const current = path.join(this.dir, name, 'current');
     if (!existsSync(path.join(current, 'rootfs'))) return undefined;
     const versionDir = realpathSync(current);
-    const manifest = this.readManifest(versionDir);
+    // The layer list is the build cache's business (prune.ts), not the API's.
+    const { layers: _layers, ...manifest } = this.readManifest(versionDir);
     return {
       env: {},
       ...manifest,

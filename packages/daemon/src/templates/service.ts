@@ -1,6 +1,6 @@
 /**
- * Templates as the API sees them: list, get, build (plan, then stream the build) and
- * remove. Removal asks every registered usage check first (sandboxes today; snapshots
+ * Templates as the API sees them: list, get, build (plan, then stream the build), remove,
+ * and pruning the build cache. Removal asks every registered usage check first (sandboxes today; snapshots
  * register theirs when they exist) and refuses while anything uses the template; then the
  * remove hooks let holders that can let go do so (the warm pool drains).
  */
@@ -9,10 +9,11 @@ import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError } from '@warren/protocol';
+import { BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult } from '@warren/protocol';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import type { BuildEmitter, TemplateBuilder } from './builder.js';
 import { planBuild, type BuildPlan } from './plan.js';
+import { pruneLayers } from './prune.js';
 import type { z } from 'zod';
 
 /** Returns what uses the template (e.g. "sandbox sbx_123"); empty when nothing does. */
@@ -84,5 +85,13 @@ export class TemplateService {
     await rename(path.join(this.catalog.templatesDir, name), trash);
     await rm(trash, { recursive: true, force: true });
     this.log.info({ template: name }, 'template removed');
+  }
+
+  /** Drops cached build layers: those no template version was built from, or with `all` every one. */
+  async pruneLayers(opts: { all: boolean }): Promise<PruneLayersResult> {
+    const b = this.builder;
+    const result = await pruneLayers({ templatesDir: this.catalog.templatesDir, layersDir: b.layersDir, buildRoot: b.buildRoot, trashDir: b.trashDir }, opts);
+    this.log.info({ ...result, all: opts.all }, 'template build cache pruned');
+    return result;
   }
 }

@@ -82,6 +82,33 @@ export class Staging {
 }
 
 /**
+ * A staging dir's owner record; 'settling' while the dir has no record yet but may be
+ * getting one (created by another process right now), undefined once that has gone on for a
+ * minute (a crash right after mkdir).
+ */
+async function readOwner(dir: string): Promise<OwnerRecord | 'settling' | undefined> {
+  try {
+    return JSON.parse(await readFile(path.join(dir, 'owner.json'), 'utf8')) as OwnerRecord;
+  } catch {
+    const age = Date.now() - (await stat(dir).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
+    return age < 60_000 ? 'settling' : undefined;
+  }
+}
+
+/** Pids of the processes (daemons, local builds) whose builds are staging here right now. */
+export async function liveBuilders(buildRoot: string): Promise<number[]> {
+  const names = await readdir(buildRoot).catch(() => [] as string[]);
+  const pids = new Set<number>();
+  for (const name of names) {
+    const owner = await readOwner(path.join(buildRoot, name));
+    // A dir still settling counts as live: it is a build that is starting.
+    if (owner === 'settling') pids.add(0);
+    else if (owner && alive(owner)) pids.add(owner.pid);
+  }
+  return [...pids];
+}
+
+/**
  * Removes staging dirs whose owner process is gone: deletes their runsc containers, kills
  * their host children (debootstrap), unmounts and removes. Returns how many it cleared.
  */
@@ -95,15 +122,8 @@ export async function clearStaleStaging(buildRoot: string, log: Logger): Promise
   let cleared = 0;
   for (const name of names) {
     const dir = path.join(buildRoot, name);
-    let owner: OwnerRecord | undefined;
-    try {
-      owner = JSON.parse(await readFile(path.join(dir, 'owner.json'), 'utf8')) as OwnerRecord;
-    } catch {
-      // Created but not yet recorded (a crash right after mkdir), or being created right now
-      // by another process: only a dir that has stayed that way for a minute is stale.
-      const age = Date.now() - (await stat(dir).catch(() => ({ mtimeMs: Date.now() }))).mtimeMs;
-      if (age < 60_000) continue;
-    }
+    const owner = await readOwner(dir);
+    if (owner === 'settling') continue;
     if (owner && alive(owner)) continue;
     log.warn({ staging: dir, owner: owner?.pid }, 'removing a template build left by a process that is gone');
     for (const c of owner?.containers ?? []) {

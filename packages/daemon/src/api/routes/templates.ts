@@ -1,6 +1,6 @@
-/** /v1/templates: list, get, build (NDJSON progress stream), remove. */
+/** /v1/templates: list, get, build (NDJSON progress stream), remove, prune the build cache. */
 import { Hono } from 'hono';
-import { BuildTemplateRequest, type TemplateBuildEvent, type TemplateList } from '@warren/protocol';
+import { BuildTemplateRequest, PruneLayersRequest, type PruneLayersResult, type TemplateBuildEvent, type TemplateList } from '@warren/protocol';
 import { publicTemplateInfo } from '../../templates/catalog.js';
 import type { TemplateService } from '../../templates/service.js';
 import type { AuthVars } from '../auth.js';
@@ -18,6 +18,11 @@ export function templateRoutes(templates: TemplateService, log: Logger): Hono<Au
   app.delete('/:name', async (c) => {
     await templates.remove(c.req.param('name'));
     return c.body(null, 204);
+  });
+
+  app.post('/prune', async (c) => {
+    const req = parse(PruneLayersRequest, await jsonBody(c));
+    return c.json((await templates.pruneLayers(req)) satisfies PruneLayersResult);
   });
 
   // Bad input fails before the stream starts (a plain 400); what fails while building is
