@@ -387,8 +387,15 @@ test('template prune drops the layers no version was built from, refuses during 
   assert.equal((await before.exec('cat /kept')).stdout, `keep ${nonce}\n`, 'a sandbox made before the prune runs on');
   const after = await d!.create({ template: 'tkeep', ttlSeconds: 300 });
   assert.equal((await after.exec('cat /kept; echo $KEPT')).stdout, `keep ${nonce}\n1\n`, 'a template needs no layer to start');
-  const rebuilt = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
-  assert.deepEqual(rebuilt.cached, [true, false, false], 'after --all every step runs again');
+  // A version on disk is the whole build's cache: nothing runs, no layer comes back.
+  const same = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  assert.deepEqual(same.cached, [true, true, true]);
+  assert.ok(same.events.some((e) => e.type === 'log' && /is already built/.test(e.line)));
+  assert.equal(layerCount(), 0);
+  // Anything else runs every step again.
+  const rebuilt = await build({ name: 'tgone', from: 'base', steps: [{ type: 'run', cmd: `head -c 2M /dev/urandom > /blob; echo ${nonce} > /gone` }] });
+  assert.deepEqual(rebuilt.cached, [true, false], 'after --all the steps run again');
+  assert.equal(rootfsFile('tgone', 'gone'), `${nonce}\n`);
   await before.kill();
   await after.kill();
 });

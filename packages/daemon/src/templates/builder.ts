@@ -87,6 +87,16 @@ export class TemplateBuilder {
   private async buildSteps(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
     const started = Date.now();
     const total = plan.steps.length;
+    if (this.versionBuilt(plan)) {
+      // The version is the hash of every input, so it is the whole build's cache: no step
+      // needs to run even if its layer was pruned.
+      for (const s of plan.steps) {
+        emit({ type: 'step', step: s.number, total, kind: s.kind, description: s.description, cached: true });
+        emit({ type: 'step_done', step: s.number, total, cached: true, elapsedMs: 0 });
+      }
+      emit({ type: 'log', step: total, stream: 'stdout', line: `version ${plan.version} is already built` });
+      return this.install(plan, started);
+    }
     await mkdir(this.layersDir, { recursive: true, mode: 0o700 });
     const lowers: string[] = []; // layer trees, bottom first
     const lastLayerStep = plan.steps.filter((s) => s.kind === 'from' || FS_STEPS.has(s.step!.type)).pop();
@@ -113,6 +123,11 @@ export class TemplateBuilder {
       throw err;
     }
     await this.commitVersion(plan, lowers, (line) => emit({ type: 'log', step: total, stream: 'stdout', line }), early);
+    return this.install(plan, started);
+  }
+
+  /** Makes the built version the template's current one. */
+  private async install(plan: BuildPlan, started: number): Promise<TemplateInfo> {
     await this.setCurrent(plan.name, plan.version);
     const info = this.opts.catalog.find(plan.name);
     if (!info) throw new WarrenError('internal', `template ${plan.name} was built but cannot be read back`);
