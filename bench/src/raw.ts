@@ -1,7 +1,8 @@
 /**
  * Raw runsc, without warren: a minimal OCI bundle on the base template's rootfs (read-only
  * root, no overlay, --network=none unless a run asks for the host's network, systrap), with
- * the host's node bind-mounted read-only where the daemon puts it. Containers live under a private --root that is emptied at the end.
+ * the host's node bind-mounted read-only where the daemon puts it. Containers live under a
+ * private --root that is emptied at the end.
  */
 import { spawn, execFileSync, type ChildProcess, type StdioOptions } from 'node:child_process';
 import { lstatSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync, rmSync } from 'node:fs';

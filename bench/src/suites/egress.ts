@@ -485,7 +485,7 @@ export async function runEgress(ctx: Context): Promise<void> {
     unit: 'ms',
     values: sbxCurlProxied,
     baseline: 'egress-gvisor-curl-direct',
-    note: 'end to end: the agent on 127.0.0.1:3128, its channel to the daemon (runsc stdio), the daemon\'s EgressProxy, the host server. The baseline runs its server inside gVisor on gVisor\'s loopback, so the difference is (tunnel + daemon + native host server) minus (gVisor loopback + a server under gVisor)',
+    note: 'end to end: the agent on 127.0.0.1:3128, its channel to the daemon (runsc stdio), the daemon\'s EgressProxy, the host server. Its baseline is the same curl under gVisor with the host network (hostinet), straight to the same server',
   });
 
   r.add({ key: 'egress-host-bulk-direct', suite: THROUGHPUT, label: 'host: curl 256 MiB, direct', unit: 'MiB/s', values: hostBulkDirect, isBaseline: true, higherIsBetter: true });

@@ -1,8 +1,8 @@
 /**
  * Templates as the API sees them: list, get, build (plan, then stream the build), remove,
- * and pruning the build cache. Removal asks every registered usage check first (sandboxes today; snapshots
- * register theirs when they exist) and refuses while anything uses the template; then the
- * remove hooks let holders that can let go do so (the warm pool drains).
+ * and pruning the build cache. Removal asks every registered usage check first (sandboxes
+ * today; snapshots register theirs when they exist) and refuses while anything uses the
+ * template; then the remove hooks let holders that can let go do so (the warm pool drains).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
