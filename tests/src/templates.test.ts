@@ -313,6 +313,26 @@ test('template rm is refused while a sandbox uses it, and works after', async ()
   await assert.rejects(Template.delete('tuse', conn()), /unknown template/);
 });
 
+/** Starts a build whose step prints "started" and sleeps; resolves once it prints. `cancel` closes its stream. */
+async function sleepingBuild(name: string): Promise<{ cancel: () => Promise<void> }> {
+  const abort = new AbortController();
+  const res = await postBuild({ name, from: 'base', steps: [{ type: 'run', cmd: 'echo started; sleep 120' }] }, abort.signal);
+  assert.equal(res.status, 200);
+  const reader = res.body!.getReader();
+  let text = '';
+  while (!text.includes('"line":"started"')) {
+    const { value, done } = await reader.read();
+    assert.ok(!done, `the stream ended early: ${text}`);
+    text += new TextDecoder().decode(value);
+  }
+  return {
+    cancel: async () => {
+      abort.abort();
+      await reader.cancel().catch(() => undefined);
+    },
+  };
+}
+
 function layersOf(name: string): string[] {
   const manifest = JSON.parse(readFileSync(path.join(tpl, name, 'current', 'manifest.json'), 'utf8')) as { layers?: string[] };
   assert.ok(manifest.layers?.length, `${name}'s manifest lists its layers`);
@@ -337,23 +357,14 @@ test('template prune drops the layers no version was built from, refuses during 
   await Template.delete('tgone', conn());
 
   // Refused while a build runs.
-  const abort = new AbortController();
-  const res = await postBuild({ name: 'tbusy', from: 'base', steps: [{ type: 'run', cmd: 'echo started; sleep 120' }] }, abort.signal);
-  const reader = res.body!.getReader();
-  let text = '';
-  while (!text.includes('"line":"started"')) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, `the stream ended early: ${text}`);
-    text += new TextDecoder().decode(value);
-  }
+  const busy = await sleepingBuild('tbusy');
   await assert.rejects(Template.pruneLayers({}, conn()), (err: Error & { status?: number }) => {
     assert.equal(err.status, 409);
     assert.match(err.message, /a template build is running \(this daemon\)/);
     return true;
   });
   assert.ok(goneLayers.every(layerExists), 'a refused prune removed nothing');
-  abort.abort();
-  await reader.cancel().catch(() => undefined);
+  await busy.cancel();
   const deadline = Date.now() + 30_000;
   while (stagingLeft().length || buildContainers().length) {
     assert.ok(Date.now() < deadline, `the cancelled build did not clean up: ${stagingLeft().join(',')}`);
@@ -451,18 +462,8 @@ test('CLI: template build shows progress, ls, rm, and exits non-zero on failure'
 });
 
 test('closing the build stream cancels the build and cleans up', async () => {
-  const abort = new AbortController();
-  const res = await postBuild({ name: 'tcancel', from: 'base', steps: [{ type: 'run', cmd: 'echo started; sleep 120' }] }, abort.signal);
-  assert.equal(res.status, 200);
-  const reader = res.body!.getReader();
-  let text = '';
-  while (!text.includes('"line":"started"')) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, `the stream ended early: ${text}`);
-    text += new TextDecoder().decode(value);
-  }
-  abort.abort();
-  await reader.cancel().catch(() => undefined);
+  const build = await sleepingBuild('tcancel');
+  await build.cancel();
   const deadline = Date.now() + 30_000;
   while (buildContainers().length || mountsUnder(tpl).length || stagingLeft().length) {
     assert.ok(Date.now() < deadline, `not cleaned up: ${buildContainers().join(',')} ${mountsUnder(tpl).join(',')} ${stagingLeft().join(',')}`);
