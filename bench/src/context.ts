@@ -179,6 +179,23 @@ export function loadavg(): string {
   return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
 }
 
+/** Below this share of idle CPU before a suite, its numbers are flagged: on this VM they swing 2x with load. */
+export const QUIET_IDLE_PERCENT = 90;
+
+/** The whole machine's CPU over `ms`: idle (with iowait) and steal, in percent of all CPU time. */
+export async function cpuSample(ms = 1000): Promise<{ idle: number; steal: number }> {
+  const read = () => {
+    // cpu  user nice system idle iowait irq softirq steal guest guest_nice
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
+    return { total: f.reduce((a, b) => a + b, 0), idle: f[3] + f[4], steal: f[7] };
+  };
+  const a = read();
+  await new Promise((r) => setTimeout(r, ms));
+  const b = read();
+  const total = b.total - a.total || 1;
+  return { idle: (100 * (b.idle - a.idle)) / total, steal: (100 * (b.steal - a.steal)) / total };
+}
+
 /** Number of gVisor sandboxes running on the host (ours and everyone else's), a noise hint. */
 export function runningSandboxes(): number {
   let n = 0;

@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { Context, DEFAULT_ITERS, loadavg, runningSandboxes, SUITES, type Iters, type SuiteName } from './context.js';
+import { Context, cpuSample, DEFAULT_ITERS, loadavg, QUIET_IDLE_PERCENT, runningSandboxes, SUITES, type Iters, type SuiteName } from './context.js';
 import { runCreate } from './suites/create.js';
 import { runExec } from './suites/exec.js';
 import { runFiles } from './suites/files.js';
@@ -120,14 +120,18 @@ async function main(): Promise<void> {
     `warren bench, ${started.toISOString()}`,
     `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, kernel ${os.release()}, node ${process.version}, ${runscVersion()}`,
     `suites: ${suites.join(' ')}; iterations: ${Object.entries(iters).map(([k, v]) => `${k}=${v}`).join(' ')}`,
-    `at start: load ${loadavg()}, ${runningSandboxes()} gVisor sandboxes running on this host`,
+    `at start: load ${loadavg()}, ${describeCpu(await cpuSample())}, ${runningSandboxes()} gVisor sandboxes running on this host`,
   ];
   console.log(header.join('\n'));
 
   let failed = false;
   for (const s of suites) {
     const ts = performance.now();
-    console.log(`\n[${s}] running… (load ${loadavg()}, ${runningSandboxes()} sandboxes on host)`);
+    const cpu = await cpuSample();
+    console.log(`\n[${s}] running… (load ${loadavg()}, ${describeCpu(cpu)}, ${runningSandboxes()} sandboxes on host)`);
+    if (cpu.idle < QUIET_IDLE_PERCENT) {
+      ctx.report.note(`the machine was busy in the second before suite ${s} (${describeCpu(cpu)}, under ${QUIET_IDLE_PERCENT}% idle): its numbers may be off by up to 2x; run it again when the machine is quiet`);
+    }
     try {
       await RUNNERS[s](ctx);
       console.log(`[${s}] done in ${((performance.now() - ts) / 1000).toFixed(1)} s`);
@@ -151,6 +155,10 @@ async function main(): Promise<void> {
     console.log(`\nsamples written to ${json}`);
   }
   if (failed) process.exitCode = 1;
+}
+
+function describeCpu(cpu: { idle: number; steal: number }): string {
+  return `CPU ${cpu.idle.toFixed(0)}% idle, ${cpu.steal.toFixed(1)}% steal over 1 s`;
 }
 
 main().catch((err) => {
