@@ -2,11 +2,13 @@
  * What every suite shares: iteration counts, the report, one daemon (started on first use,
  * on a private home), temp dirs, and a cleanup stack that also runs on Ctrl-C.
  */
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
 import { startDaemon, stopAndCheckClean, type DaemonHandle } from '@warren/tests/harness';
 import type { Sandbox, CreateOptions } from '@warren/sdk';
-import { Report } from './stats.js';
+import { percentile, Report } from './stats.js';
 
 export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine'] as const;
 export type SuiteName = (typeof SUITES)[number];
@@ -177,6 +179,34 @@ function removeIfEmpty(dir: string): void {
 
 export function loadavg(): string {
   return readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+}
+
+/**
+ * How fast this machine is right now, beyond idle CPU: on this VM a quiet machine's speed
+ * still drifts by up to 1.6x over an hour (host loopback TLS 2.3 vs 3.8 ms), and the
+ * cross-process wake-ups that tunnels are made of drift most. Two probes, ~0.3 s: the p50 of
+ * 300 one-byte round trips with a child process over pipes, and sha256 of 32 MiB.
+ */
+export async function speedProbe(): Promise<{ pingPongUs: number; sha256Ms: number }> {
+  const t = performance.now();
+  createHash('sha256').update(Buffer.alloc(32 * 2 ** 20, 1)).digest();
+  const sha256Ms = performance.now() - t;
+  const child = spawn(process.execPath, ['-e', "process.stdin.on('data', (d) => process.stdout.write(d))"], { stdio: ['pipe', 'pipe', 'ignore'] });
+  const rtts: number[] = [];
+  try {
+    for (let i = 0; i < 320; i++) {
+      const t0 = performance.now();
+      await new Promise<void>((resolve, reject) => {
+        child.stdout!.once('data', () => resolve());
+        child.once('error', reject);
+        child.stdin!.write('x');
+      });
+      if (i >= 20) rtts.push((performance.now() - t0) * 1000);
+    }
+  } finally {
+    child.kill();
+  }
+  return { pingPongUs: percentile(rtts, 50), sha256Ms };
 }
 
 /** Below this share of idle CPU before a suite, its numbers are flagged: on this VM they swing 2x with load. */

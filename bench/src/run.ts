@@ -16,7 +16,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
-import { Context, cpuSample, DEFAULT_ITERS, loadavg, QUIET_IDLE_PERCENT, runningSandboxes, SUITES, type Iters, type SuiteName } from './context.js';
+import { Context, cpuSample, DEFAULT_ITERS, loadavg, QUIET_IDLE_PERCENT, runningSandboxes, speedProbe, SUITES, type Iters, type SuiteName } from './context.js';
 import { runCreate } from './suites/create.js';
 import { runExec } from './suites/exec.js';
 import { runFiles } from './suites/files.js';
@@ -120,7 +120,7 @@ async function main(): Promise<void> {
     `warren bench, ${started.toISOString()}`,
     `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, kernel ${os.release()}, node ${process.version}, ${runscVersion()}`,
     `suites: ${suites.join(' ')}; iterations: ${Object.entries(iters).map(([k, v]) => `${k}=${v}`).join(' ')}`,
-    `at start: load ${loadavg()}, ${describeCpu(await cpuSample())}, ${runningSandboxes()} gVisor sandboxes running on this host`,
+    `at start: load ${loadavg()}, ${describeCpu(await cpuSample())}, ${describeSpeed(await speedProbe())}, ${runningSandboxes()} gVisor sandboxes running on this host`,
   ];
   console.log(header.join('\n'));
 
@@ -128,7 +128,7 @@ async function main(): Promise<void> {
   for (const s of suites) {
     const ts = performance.now();
     const cpu = await cpuSample();
-    console.log(`\n[${s}] running… (load ${loadavg()}, ${describeCpu(cpu)}, ${runningSandboxes()} sandboxes on host)`);
+    console.log(`\n[${s}] running… (load ${loadavg()}, ${describeCpu(cpu)}, ${describeSpeed(await speedProbe())}, ${runningSandboxes()} sandboxes on host)`);
     if (cpu.idle < QUIET_IDLE_PERCENT) {
       ctx.report.note(`the machine was busy in the second before suite ${s} (${describeCpu(cpu)}, under ${QUIET_IDLE_PERCENT}% idle): its numbers may be off by up to 2x; run it again when the machine is quiet`);
     }
@@ -159,6 +159,11 @@ async function main(): Promise<void> {
 
 function describeCpu(cpu: { idle: number; steal: number }): string {
   return `CPU ${cpu.idle.toFixed(0)}% idle, ${cpu.steal.toFixed(1)}% steal over 1 s`;
+}
+
+/** Compare between runs: a slower machine shows here before it shows in the results. */
+function describeSpeed(p: { pingPongUs: number; sha256Ms: number }): string {
+  return `speed probe: process ping-pong ${p.pingPongUs.toFixed(0)} µs p50, sha256 of 32 MiB ${p.sha256Ms.toFixed(0)} ms`;
 }
 
 main().catch((err) => {
