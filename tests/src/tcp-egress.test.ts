@@ -181,12 +181,22 @@ test('PUT network opens and closes forwarders and keeps the sandbox’s own /etc
     assert.equal(await hostsFile(sbx), loopback);
     const names = await sbx.exec(['python3', '-c', 'import socket; print(socket.gethostbyname("localhost"), socket.gethostbyname(socket.gethostname()))']);
     assert.equal(names.stdout, '127.0.0.1 127.0.1.1\n', names.stderr);
+    // IPv4-only lookups (AF_INET with AI_ADDRCONFIG: curl -4, getent ahostsv4) need an IPv4
+    // address other than 127.0.0.1 for glibc to count IPv4 as configured: warren-init gives
+    // loopback 127.0.1.1, and keeps the NET_ADMIN it needs for that from every process inside.
+    const v4 = await sbx.exec(['bash', '-c', 'getent ahostsv4 localhost | head -1; getent ahostsv4 "$(hostname)" | head -1']);
+    assert.match(v4.stdout, /^127\.0\.0\.1\s+STREAM localhost\n127\.0\.1\.1\s+STREAM \S+\n$/, v4.stderr);
+    const caps = await sbx.exec(['grep', 'CapBnd', '/proc/self/status'], { user: 'root' });
+    const bounding = BigInt('0x' + caps.stdout.trim().split(/\s+/)[1]);
+    assert.equal(bounding & ((1n << 12n) | (1n << 21n)), 0n, `root inside holds no CAP_NET_ADMIN or CAP_SYS_ADMIN: ${caps.stdout}`);
     const mine = await sbx.exec(['bash', '-c', "echo '10.11.12.13 mine.example' >> /etc/hosts"], { user: 'root' });
     assert.equal(mine.exitCode, 0, mine.stderr);
 
     await sbx.setNetwork({ allow: rules() });
     assert.match(await hostsFile(sbx), new RegExp(`\\t${NAME.replace(/\./g, '\\.')}$`, 'm'));
     assert.equal((await pyConnect(sbx, NAME, port)).out, 'ready|echo hello from python');
+    const forwardV4 = await sbx.exec(['getent', 'ahostsv4', NAME]);
+    assert.match(forwardV4.stdout, /^127\.77\.0\.1\s+STREAM /, `an IPv4-only lookup of a forwarded name: ${forwardV4.stderr}`);
 
     await sbx.setNetwork({ allow: [`127.0.0.1:${port}`] });
     const hosts = await hostsFile(sbx);

@@ -39,7 +39,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <linux/capability.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -113,11 +116,66 @@ static void exec_file(const char *file, char **argv, char **env) {
 }
 
 /*
- * In a child before execve. This process holds CAP_SYS_ADMIN only to set the hostname; no
- * child gets it (root inside stays without it, as in the bundle's capability set).
+ * In a child before execve. This process holds CAP_SYS_ADMIN only to set the hostname and
+ * CAP_NET_ADMIN only to give loopback its second address at start; no child gets either
+ * (root inside stays without them, as in the bundle's capability set).
  */
 static long drop_admin(void) {
-  return syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0);
+  if (syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) < 0) return -1;
+  return syscall(SYS_prctl, PR_CAPBSET_DROP, CAP_NET_ADMIN, 0, 0, 0);
+}
+
+/*
+ * Gives loopback 127.0.1.1/8, the address the agent's /etc/hosts gives the sandbox's
+ * hostname. glibc's getaddrinfo with AI_ADDRCONFIG counts only an IPv4 address other than
+ * 127.0.0.1 as "IPv4 configured", and a sandbox's stack (loopback only) had none, so
+ * IPv4-only lookups (curl -4, getent ahostsv4, AF_INET with AI_ADDRCONFIG) failed even for
+ * localhost. Best effort: on failure those lookups just keep failing, so it only warns.
+ */
+static void add_loopback_address(void) {
+  struct {
+    struct nlmsghdr nh;
+    struct ifaddrmsg ifa;
+    struct rtattr local_rta;
+    struct in_addr local;
+    struct rtattr address_rta;
+    struct in_addr address;
+  } req;
+  memset(&req, 0, sizeof req);
+  req.nh.nlmsg_len = sizeof req;
+  req.nh.nlmsg_type = RTM_NEWADDR;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_REPLACE;
+  req.nh.nlmsg_seq = 1;
+  req.ifa.ifa_family = AF_INET;
+  req.ifa.ifa_prefixlen = 8;
+  req.ifa.ifa_scope = RT_SCOPE_HOST;
+  req.ifa.ifa_index = if_nametoindex("lo");
+  if (!req.ifa.ifa_index) req.ifa.ifa_index = 1;
+  req.local_rta.rta_type = IFA_LOCAL;
+  req.local_rta.rta_len = RTA_LENGTH(sizeof(struct in_addr));
+  req.address_rta.rta_type = IFA_ADDRESS;
+  req.address_rta.rta_len = RTA_LENGTH(sizeof(struct in_addr));
+  inet_pton(AF_INET, "127.0.1.1", &req.local);
+  req.address = req.local;
+
+  int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) {
+    fprintf(stderr, "warren-init: no netlink socket for the loopback address: %s\n", strerror(errno));
+    return;
+  }
+  int err = 0;
+  char ack[512];
+  if (send(fd, &req, sizeof req, 0) < 0) {
+    err = errno;
+  } else {
+    ssize_t n = recv(fd, ack, sizeof ack, 0);
+    struct nlmsghdr *h = (struct nlmsghdr *)ack;
+    if (n < 0) err = errno;
+    else if (n >= (ssize_t)(sizeof *h + sizeof(struct nlmsgerr)) && h->nlmsg_type == NLMSG_ERROR)
+      err = -((struct nlmsgerr *)NLMSG_DATA(h))->error;
+  }
+  if (err && err != EEXIST) fprintf(stderr, "warren-init: cannot add 127.0.1.1 to loopback: %s\n", strerror(err));
+  close(fd);
 }
 
 /* In a child before execve: this process ignores SIGPIPE, and ignored signals survive exec. */
@@ -135,7 +193,7 @@ static void child(char **argv, char **env, const char *cwd, unsigned uid, unsign
   /* Its own session, so a timeout or signal reaches the whole tree with kill(-pid). */
   if (syscall(SYS_setsid) < 0) child_fail(argv[0], "setsid failed", 127);
   /* While still root: dropping from the bounding set needs CAP_SETPCAP. */
-  if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN", 126);
+  if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN and CAP_NET_ADMIN", 126);
   if (nproc) {
     struct rlimit lim = {nproc, nproc};
     if (syscall(SYS_setrlimit, RLIMIT_NPROC, &lim) < 0) child_fail(argv[0], strerror(errno), 127);
@@ -275,7 +333,7 @@ static void start_agent(char **argv, int agent_end) {
   if (pid == 0) {
     if (dup2(agent_end, 3) < 0) _exit(127);
     reset_signals();
-    if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN", 127);
+    if (drop_admin() < 0) child_fail(argv[0], "cannot drop CAP_SYS_ADMIN and CAP_NET_ADMIN", 127);
     execve(argv[0], argv, environ);
     child_fail(argv[0], strerror(errno), 127);
   }
@@ -300,6 +358,7 @@ int main(int argc, char **argv) {
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) die("socketpair");
   ctl = pair[0];
+  add_loopback_address();
   start_agent(argv + 1, pair[1]);
 
   size_t cap = 64 * 1024, have = 0;

@@ -30,9 +30,10 @@ export const SANDBOX_CAPABILITIES = [
   'CAP_SYS_PTRACE',
 ];
 
-// Held by warren-init only, to set the hostname of a restored sandbox: it drops it from the
-// bounding set of the agent and of every command it starts.
-const INIT_CAPABILITIES = [...SANDBOX_CAPABILITIES, 'CAP_SYS_ADMIN'];
+// Held by warren-init only, to set the hostname of a restored sandbox (SYS_ADMIN) and to give
+// loopback a second address at boot (NET_ADMIN): it drops both from the bounding set of the
+// agent and of every command it starts.
+const INIT_CAPABILITIES = [...SANDBOX_CAPABILITIES, 'CAP_SYS_ADMIN', 'CAP_NET_ADMIN'];
 
 export interface BundleInputs extends StartSpec {
   hostNodeBinary: string;
