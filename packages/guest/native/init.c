@@ -1,6 +1,6 @@
 /*
- * warren-init: the sandbox's first process. It starts the guest agent and then every command
- * the agent asks for, and reaps orphans as an init must.
+ * warren-init: the sandbox's first process. It gives loopback its second address, starts the
+ * guest agent and then every command the agent asks for, and reaps orphans as an init must.
  *
  * Why a separate native process: under gVisor, fork() copies the caller's whole address
  * space through the Sentry. From the agent (node, ~100 MB) a spawn costs 70 to 100 ms; from
