@@ -4,7 +4,7 @@
  * <version>/manifest.json holding its recipe's runtime defaults (see TemplateManifest).
  * Version directories are only ever read once they exist: builds stage elsewhere and rename.
  */
-import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { TEMPLATE_NAME_PATTERN, WarrenError, type StartCommand, type TemplateManifest } from '@warren/protocol';
 
@@ -37,12 +37,27 @@ export class TemplateCatalog {
   }
 
   list(): TemplateInfo[] {
+    return this.names()
+      .map((name) => this.find(name))
+      .filter((t): t is TemplateInfo => t !== undefined);
+  }
+
+  /** The manifest of every version on disk of every template, current or not (prune.ts keeps what they name). */
+  versionManifests(): Array<Partial<TemplateManifest>> {
+    return this.names().flatMap((name) => {
+      const dir = path.join(this.dir, name);
+      if (!statSync(dir, { throwIfNoEntry: false })?.isDirectory()) return [];
+      return readdirSync(dir)
+        .filter((version) => version !== 'current' && !version.startsWith('.')) // .current-*: a symlink being swapped in
+        .map((version) => this.readManifest(path.join(dir, version)));
+    });
+  }
+
+  private names(): string[] {
     if (!existsSync(this.dir)) return [];
     return readdirSync(this.dir)
       .filter((name) => TEMPLATE_NAME_PATTERN.test(name)) // skips .layers, .build, .trash
-      .sort()
-      .map((name) => this.find(name))
-      .filter((t): t is TemplateInfo => t !== undefined);
+      .sort();
   }
 
   find(name: string): TemplateInfo | undefined {

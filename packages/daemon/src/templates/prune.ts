@@ -7,22 +7,22 @@
  * nothing half-deleted in the cache.
  */
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { lstat, mkdir, readdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
-import { TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult, type TemplateManifest } from '@warren/protocol';
+import { WarrenError, type PruneLayersResult } from '@warren/protocol';
+import type { TemplateCatalog } from './catalog.js';
 import { liveBuilders } from './staging.js';
 
 export interface PruneDirs {
-  templatesDir: string;
   layersDir: string;
   buildRoot: string;
   trashDir: string;
 }
 
-export async function pruneLayers(dirs: PruneDirs, opts: { all: boolean }): Promise<PruneLayersResult> {
+export async function pruneLayers(catalog: TemplateCatalog, dirs: PruneDirs, opts: { all: boolean }): Promise<PruneLayersResult> {
   await refuseWhileBuilding(dirs.buildRoot, '');
-  const keep = opts.all ? new Set<string>() : await layersInUse(dirs.templatesDir);
+  // Versions built before manifests listed their layers name none.
+  const keep = new Set(opts.all ? [] : catalog.versionManifests().flatMap((m) => m.layers ?? []));
   const layers = await readdir(dirs.layersDir).catch(() => [] as string[]);
   const result: PruneLayersResult = { removed: 0, kept: 0, freedBytes: 0 };
   await mkdir(dirs.trashDir, { recursive: true, mode: 0o700 });
@@ -47,25 +47,6 @@ async function refuseWhileBuilding(buildRoot: string, sofar: string): Promise<vo
   if (!builders.length) return;
   const who = new Set(builders.map((pid) => (pid === process.pid ? 'this daemon' : pid === 0 ? 'a build that is starting' : `process ${pid}`)));
   throw new WarrenError('conflict', `a template build is running (${[...who].join(', ')}); prune the build cache when it has finished${sofar}`, { builders });
-}
-
-/** Layer dirs named by the manifests of every version of every template. */
-async function layersInUse(templatesDir: string): Promise<Set<string>> {
-  const used = new Set<string>();
-  for (const name of await readdir(templatesDir)) {
-    if (!TEMPLATE_NAME_PATTERN.test(name)) continue; // .layers, .build, .trash
-    for (const version of await readdir(path.join(templatesDir, name)).catch(() => [] as string[])) {
-      if (version === 'current' || version.startsWith('.')) continue;
-      let manifest: Partial<TemplateManifest>;
-      try {
-        manifest = JSON.parse(readFileSync(path.join(templatesDir, name, version, 'manifest.json'), 'utf8')) as Partial<TemplateManifest>;
-      } catch {
-        continue; // not a version dir, or one built before manifests: nothing it names
-      }
-      for (const layer of manifest.layers ?? []) used.add(layer);
-    }
-  }
-  return used;
 }
 
 /** Allocated bytes under dir that go when it is deleted: files with no other hard link, and dirs. */

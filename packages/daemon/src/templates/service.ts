@@ -90,7 +90,7 @@ export class TemplateService {
   /** Drops cached build layers: those no template version was built from, or with `all` every one. */
   async pruneLayers(opts: { all: boolean }): Promise<PruneLayersResult> {
     const b = this.builder;
-    const result = await pruneLayers({ templatesDir: this.catalog.templatesDir, layersDir: b.layersDir, buildRoot: b.buildRoot, trashDir: b.trashDir }, opts);
+    const result = await pruneLayers(this.catalog, { layersDir: b.layersDir, buildRoot: b.buildRoot, trashDir: b.trashDir }, opts);
     this.log.info({ ...result, all: opts.all }, 'template build cache pruned');
     return result;
   }
