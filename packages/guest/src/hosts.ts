@@ -30,7 +30,10 @@ export function withManagedBlock(text: string, entries: Array<{ address: string;
   return kept.length ? `${kept.join('\n')}\n` : '';
 }
 
-/** Ends the agent's line for the sandbox's hostname, so that line can be found again. */
+/**
+ * Ends the agent's line for the sandbox's hostname, so that line can be found again. Its
+ * address, 127.0.1.1, is also on loopback itself: warren-init adds it at boot (init.c).
+ */
 const HOSTNAME_MARK = '# warren: the sandbox hostname';
 const HOSTNAME = /^[A-Za-z0-9]([A-Za-z0-9.-]{0,251}[A-Za-z0-9])?$/;
 
