@@ -185,7 +185,27 @@ function forceClean(home: string, containers: string[]): void {
       // gone already
     }
   }
+  unmountUnder(home);
   rmSync(home, { recursive: true, force: true });
+}
+
+/** Host mount points under dir (the daemon's read-only views), deepest first. */
+export function mountsUnder(dir: string): string[] {
+  return readFileSync('/proc/self/mountinfo', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[4])
+    .filter((t): t is string => t !== undefined && t.startsWith(`${dir}/`))
+    .sort()
+    .reverse();
+}
+
+/**
+ * Unmounts the read-only views a daemon made under its home (storage/read-only-views.ts).
+ * They outlive the daemon on purpose (its sandboxes outlive it too), so whoever removes a
+ * home removes them, after the sandboxes are gone.
+ */
+export function unmountUnder(dir: string): void {
+  for (const target of mountsUnder(dir)) execFileSync('umount', ['-l', target]);
 }
 
 function readdirNames(dir: string): string[] {

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { accessSync, constants, existsSync, readFileSync, statSync, statfsSync } from 'node:fs';
 import path from 'node:path';
 import { HttpClient, resolveApiKey } from '@warren/sdk';
+import { inspectHostViews, layout, resolveConfig } from '@warren/daemon';
 
 interface Check {
   name: string;
@@ -58,6 +59,21 @@ function storageChecks(home: string): Check[] {
   return checks;
 }
 
+/**
+ * Every host path handed to a sandbox must be read-only on the host itself, not only inside
+ * the sandbox (docs/security.md): the daemon mounts read-only views and mounts only those.
+ */
+function readOnlyViewChecks(home: string): Check[] {
+  const paths = layout(home);
+  const { templatesDir } = resolveConfig({ home });
+  return inspectHostViews({ guestDir: paths.guest, viewsDir: paths.views, templatesDir, nodeBinary: process.execPath }).map((v) => ({
+    name: `read-only view ${v.target}`,
+    ok: v.ok,
+    detail: v.ok ? `${v.detail} of ${v.source}` : `${v.detail} (source ${v.source})`,
+    fix: v.ok ? undefined : 'start the daemon as root (it mounts the views), or restart it: sandboxes must not get host paths they could write',
+  }));
+}
+
 function keyCheck(home: string): Check {
   const file = path.join(home, 'admin.key');
   if (process.env.WARREN_API_KEY) return { name: 'API key', ok: true, detail: 'from WARREN_API_KEY' };
@@ -80,7 +96,7 @@ async function daemonCheck(): Promise<Check> {
 
 export async function doctor(): Promise<boolean> {
   const home = process.env.WARREN_HOME ?? '/var/lib/warren';
-  const checks = [runscCheck(), ...kernelChecks(), ...storageChecks(home), keyCheck(home), await daemonCheck()];
+  const checks = [runscCheck(), ...kernelChecks(), ...storageChecks(home), ...readOnlyViewChecks(home), keyCheck(home), await daemonCheck()];
   for (const c of checks) {
     process.stdout.write(`${c.ok ? 'ok  ' : 'FAIL'}  ${c.name}: ${c.detail}\n`);
     if (!c.ok && c.fix) process.stdout.write(`      fix: ${c.fix}\n`);

@@ -99,7 +99,10 @@ export function layout(home: string) {
     sandboxes: path.join(home, 'sandboxes'),
     /** Containers created ahead for restores (drivers/gvisor/shells.ts). */
     shells: path.join(home, 'shells'),
+    /** The daemon's copies of the files sandboxes mount (storage/sandbox-host-files.ts). */
     guest: path.join(home, 'guest'),
+    /** Read-only views of guest/ and the templates dir: all a sandbox sees of the host. */
+    views: path.join(home, 'views'),
     pools: path.join(home, 'pools.json'),
     bakes: path.join(home, 'bakes'),
     /** Saved machines: hibernated sandboxes, snapshots, and the short-lived images of forks. */

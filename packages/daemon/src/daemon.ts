@@ -1,7 +1,6 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
-import { chmodSync, copyFileSync, existsSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import { WarrenError } from '@warren/protocol';
-import { createRequire } from 'node:module';
 import path from 'node:path';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
@@ -29,13 +28,12 @@ import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
 import { UsageMeter } from './core/usage.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
-import { AGENT_FILE, AGENT_PATH, CONNECT_HELPER_FILE, GUEST_NODE_PATH, INIT_FILE } from './drivers/gvisor/bundle.js';
+import { SandboxHostFiles } from './storage/sandbox-host-files.js';
 import { TemplateCatalog } from './templates/catalog.js';
 import { TemplateBuilder } from './templates/builder.js';
 import { TemplateService } from './templates/service.js';
 import { acquireHomeLock } from './lock.js';
 
-const require = createRequire(import.meta.url);
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
 export interface RunningDaemon {
@@ -45,24 +43,6 @@ export interface RunningDaemon {
   adminKeyFile: string;
   log: Logger;
   close(): Promise<void>;
-}
-
-/** Copies the agent and warren-init into home so sandboxes mount a stable, root-owned copy. */
-function installAgent(guestDir: string): void {
-  mkdirSync(guestDir, { recursive: true, mode: 0o755 });
-  for (const [entry, name] of [
-    ['@warren/guest/agent', AGENT_FILE],
-    ['@warren/guest/init', INIT_FILE],
-  ]) {
-    const tmp = path.join(guestDir, `.${name}.tmp`);
-    copyFileSync(require.resolve(entry), tmp);
-    chmodSync(tmp, 0o755);
-    renameSync(tmp, path.join(guestDir, name));
-  }
-  // `connect HOST PORT` inside the sandbox: TCP through the egress proxy (docs/network.md).
-  const helper = path.join(guestDir, CONNECT_HELPER_FILE);
-  writeFileSync(`${helper}.tmp`, `#!/bin/sh\nexec ${GUEST_NODE_PATH} ${AGENT_PATH} connect "$@"\n`, { mode: 0o755 });
-  renameSync(`${helper}.tmp`, helper);
 }
 
 /** The file a command name runs, found in PATH like a shell would. */
@@ -88,7 +68,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const registry = new Registry(paths.db);
   const { key: adminKey, created } = ensureAdminKey(registry, paths.adminKey);
   log.info({ keyFile: paths.adminKey, created }, created ? 'created admin API key' : 'admin API key loaded');
-  installAgent(paths.guest);
+  const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
 
   const driver = new GvisorDriver({
     runscBinary: config.runscBinary,
@@ -96,8 +76,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     sandboxesDir: paths.sandboxes,
     shellsDir: paths.shells,
     shellsPerShape: config.shellsPerShape,
-    hostNodeBinary: process.execPath,
-    hostGuestLibDir: paths.guest,
+    hostFiles,
     log,
   });
   const templates = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
@@ -106,7 +85,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     driver,
     catalog: templates,
     dir: paths.bakes,
-    inputs: [path.join(paths.guest, AGENT_FILE), path.join(paths.guest, INIT_FILE), process.execPath, findExecutable(config.runscBinary)],
+    inputs: [...hostFiles.agentInputs, process.execPath, findExecutable(config.runscBinary)],
     enabled: config.bake,
     log,
   });
@@ -132,7 +111,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
 
-  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostNodeBinary: process.execPath, catalog: templates, log });
+  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostFiles, catalog: templates, log });
   await builder.recover();
   const templateService = new TemplateService(templates, builder, log);
   templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));

@@ -1,3 +1,4 @@
 export { startDaemon, VERSION, type RunningDaemon } from './daemon.js';
 export { resolveConfig, layout, DEFAULT_HOME, DEFAULT_PORT, type DaemonConfig } from './config.js';
 export { buildTemplateLocally, type LocalBuildOptions } from './templates/local.js';
+export { inspectHostViews, removeHostViews } from './storage/sandbox-host-files.js';

@@ -14,14 +14,24 @@
  *              "spawn" ID UID GID NPROC CWD ARGC ARGV[0..ARGC) ENV...
  *              "release" ID
  *              "hostname" ID NAME      (a restored image keeps the hostname it was baked with)
+ *              "killtree" ID PID SIGNAL   signal every process the command PID started, wherever
+ *                                         it went (setsid, double fork): its cgroup's members
  *   replies  = one text line each:
  *              "spawned ID PID STDIN_FD STDOUT_FD STDERR_FD"  the agent opens these fds of
  *                  this process through /proc/1/fd, then sends "release ID" so they close here
  *              "failed ID ERRNO"                              no process was started
- *              "done ID ERRNO"                                the answer to hostname; 0 is success
+ *              "done ID ERRNO"                                the answer to hostname and killtree;
+ *                                                              0 is success
  *              "exit PID CODE SIGNAL"                         CODE is -1 when killed by SIGNAL;
  *                  also sent for reaped orphans, which the agent does not know and ignores
  * When the agent exits, so does this process, with the agent's status: the sandbox ends.
+ *
+ * Each command runs in a cgroup of its own (the Sentry's pids hierarchy, mounted at
+ * CGROUP_ROOT; a child joins it before execve). A process cannot leave it without root, so
+ * "every process this command started" is the cgroup's member list, even after setsid or a
+ * double fork reparented them to init. A cgroup is removed once its command has exited and
+ * it is empty. Without the mount (it failed at start) commands run without one, and a kill
+ * reaches only the command's process group.
  *
  * A command's child makes only system calls between vfork and execve: it shares this
  * process's memory until then. Setup or exec failures are reported the way a shell reports
@@ -46,7 +56,9 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -54,14 +66,28 @@
 
 #define MAX_REQUEST (8u << 20)
 #define MAX_HELD 4096
+#define MAX_GROUPS 4096
+#define CGROUP_ROOT "/run/warren/cgroup"
+/* Rounds of "list the members, kill them" before killtree gives up on a cgroup. */
+#define KILL_ROUNDS 1000
 
 struct held {
   unsigned long id;
   int fds[3];
 };
 
+/* A command's cgroup, named after its spawn id; exited once the command itself was reaped. */
+struct group {
+  unsigned long id;
+  pid_t pid;
+  int exited;
+};
+
 static struct held held[MAX_HELD];
 static int held_count;
+static struct group groups[MAX_GROUPS];
+static int group_count;
+static int cgroups_ok;
 static int ctl = -1;
 static pid_t agent_pid;
 
@@ -178,6 +204,66 @@ static void add_loopback_address(void) {
   close(fd);
 }
 
+/* Mounts the Sentry's pids hierarchy where commands' cgroups live. Best effort, with a warning. */
+static void mount_cgroups(void) {
+  mkdir("/run", 0755);
+  mkdir("/run/warren", 0755);
+  mkdir(CGROUP_ROOT, 0755);
+  if (mount("none", CGROUP_ROOT, "cgroup", MS_NOSUID | MS_NODEV | MS_NOEXEC, "pids") < 0) {
+    fprintf(stderr, "warren-init: cannot mount the pids cgroup at %s (a killed command's background processes may outlive it): %s\n", CGROUP_ROOT, strerror(errno));
+    return;
+  }
+  cgroups_ok = 1;
+}
+
+static void group_path(char *buf, size_t len, unsigned long id, const char *file) {
+  snprintf(buf, len, "%s/%lu%s%s", CGROUP_ROOT, id, file ? "/" : "", file ? file : "");
+}
+
+/* Makes the cgroup of spawn id and opens its member list for the child to join; -1 on error. */
+static int open_group(unsigned long id) {
+  if (group_count >= MAX_GROUPS) {
+    errno = EAGAIN;
+    return -1;
+  }
+  char path[PATH_MAX];
+  group_path(path, sizeof path, id, NULL);
+  if (mkdir(path, 0755) < 0 && errno != EEXIST) return -1;
+  group_path(path, sizeof path, id, "cgroup.procs");
+  int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) {
+    int e = errno;
+    group_path(path, sizeof path, id, NULL);
+    rmdir(path);
+    errno = e;
+  }
+  return fd;
+}
+
+/* Removes the cgroups of exited commands that no process is left in (EBUSY: try again later). */
+static void prune_groups(void) {
+  char path[PATH_MAX];
+  for (int i = 0; i < group_count;) {
+    if (!groups[i].exited) {
+      i++;
+      continue;
+    }
+    group_path(path, sizeof path, groups[i].id, NULL);
+    if (rmdir(path) == 0 || errno == ENOENT) groups[i] = groups[--group_count];
+    else i++;
+  }
+}
+
+/* Writes n in decimal to buf (at least 21 bytes); returns the length. Async-signal-safe. */
+static size_t format_ulong(char *buf, unsigned long n) {
+  char tmp[21];
+  size_t len = 0;
+  do tmp[len++] = (char)('0' + n % 10);
+  while ((n /= 10) && len < sizeof tmp);
+  for (size_t i = 0; i < len; i++) buf[i] = tmp[len - 1 - i];
+  return len;
+}
+
 /* In a child before execve: this process ignores SIGPIPE, and ignored signals survive exec. */
 static void reset_signals(void) {
   struct sigaction dfl = {.sa_handler = SIG_DFL};
@@ -188,8 +274,14 @@ static void reset_signals(void) {
 }
 
 /* Runs in the vfork child. Never returns. */
-static void child(char **argv, char **env, const char *cwd, unsigned uid, unsigned gid, unsigned long nproc, int in_fd, int out_fd, int err_fd) {
+static void child(char **argv, char **env, const char *cwd, unsigned uid, unsigned gid, unsigned long nproc, int in_fd, int out_fd, int err_fd, int group_fd) {
   if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0) _exit(127);
+  /* Before anything it runs can fork, and while still root (the member list is root's). */
+  if (group_fd >= 0) {
+    char pid[21];
+    size_t len = format_ulong(pid, (unsigned long)syscall(SYS_getpid));
+    if (syscall(SYS_write, group_fd, pid, len) < 0) child_fail(argv[0], "cannot join the command's cgroup", 126);
+  }
   /* Its own session, so a timeout or signal reaches the whole tree with kill(-pid). */
   if (syscall(SYS_setsid) < 0) child_fail(argv[0], "setsid failed", 127);
   /* While still root: dropping from the bounding set needs CAP_SETPCAP. */
@@ -260,17 +352,28 @@ static void do_spawn(char **fields, int nfields) {
   memcpy(env, fields + 6 + argc, sizeof(char *) * (size_t)envc);
   env[envc] = NULL;
 
+  int group_fd = -1;
+  if (cgroups_ok && (group_fd = open_group(id)) < 0) {
+    reply("failed %lu %d\n", id, errno);
+    return;
+  }
   int in[2] = {-1, -1}, out[2] = {-1, -1}, err[2] = {-1, -1};
   if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0) {
     int e = errno;
     close_all(in, 2), close_all(out, 2), close_all(err, 2);
+    if (group_fd >= 0) close(group_fd), groups[group_count++] = (struct group){id, 0, 1};
     reply("failed %lu %d\n", id, e);
     return;
   }
   pid_t pid = vfork();
-  if (pid == 0) child(argv, env, cwd, uid, gid, nproc, in[0], out[1], err[1]);
+  if (pid == 0) child(argv, env, cwd, uid, gid, nproc, in[0], out[1], err[1], group_fd);
   int e = errno;
   close(in[0]), close(out[1]), close(err[1]);
+  if (group_fd >= 0) {
+    close(group_fd);
+    /* A failed vfork leaves an empty cgroup: marked exited, the next prune removes it. */
+    groups[group_count++] = (struct group){id, pid, pid < 0};
+  }
   if (pid < 0) {
     close(in[1]), close(out[0]), close(err[0]);
     reply("failed %lu %d\n", id, e);
@@ -289,6 +392,53 @@ static void do_release(char **fields, int nfields) {
     held[i] = held[--held_count];
     return;
   }
+}
+
+static void reap(void);
+
+/*
+ * Signals every member of the cgroup of the command PID. For SIGKILL it first forbids new
+ * processes in the cgroup (pids.max 0, so a fork bomb cannot outrun it) and repeats until
+ * the cgroup is empty; killed members are reaped on the way when they are this process's.
+ */
+static int kill_group(pid_t pid, int sig) {
+  struct group *g = NULL;
+  /*
+   * The running command's group first; else the latest one of a command with that pid that
+   * exited just before the request came (what it started may still run in there).
+   */
+  for (int i = 0; i < group_count; i++)
+    if (groups[i].pid == pid && (!g || g->exited || !groups[i].exited)) g = &groups[i];
+  if (!g) return kill(-pid, sig) < 0 && kill(pid, sig) < 0 ? errno : 0;
+  char path[PATH_MAX];
+  if (sig == SIGKILL) {
+    group_path(path, sizeof path, g->id, "pids.max");
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) (void)!write(fd, "0", 1), close(fd);
+  }
+  unsigned long id = g->id;
+  group_path(path, sizeof path, id, "cgroup.procs");
+  for (int round = 0; round < KILL_ROUNDS; round++) {
+    FILE *f = fopen(path, "re");
+    if (!f) return errno == ENOENT ? 0 : errno;
+    int members = 0;
+    long member;
+    while (fscanf(f, "%ld", &member) == 1) {
+      members++;
+      kill((pid_t)member, sig);
+    }
+    fclose(f);
+    if (!members || sig != SIGKILL) return 0;
+    reap();
+    usleep(1000);
+  }
+  return EBUSY;
+}
+
+static void do_killtree(char **fields, int nfields) {
+  if (nfields < 3) return;
+  int rc = kill_group((pid_t)atoi(fields[1]), atoi(fields[2]));
+  reply("done %s %d\n", fields[0], rc);
 }
 
 static void do_hostname(char **fields, int nfields) {
@@ -312,6 +462,7 @@ static void handle_request(char *buf, uint32_t len) {
   if (strcmp(fields[0], "spawn") == 0) do_spawn(fields + 1, nfields - 1);
   else if (strcmp(fields[0], "release") == 0) do_release(fields + 1, nfields - 1);
   else if (strcmp(fields[0], "hostname") == 0) do_hostname(fields + 1, nfields - 1);
+  else if (strcmp(fields[0], "killtree") == 0) do_killtree(fields + 1, nfields - 1);
   free(fields);
 }
 
@@ -319,11 +470,14 @@ static void reap(void) {
   for (;;) {
     int status;
     pid_t pid = waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
+    if (pid <= 0) break;
     if (pid == agent_pid) exit(WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    for (int i = 0; i < group_count; i++)
+      if (groups[i].pid == pid) groups[i].exited = 1;
     if (WIFEXITED(status)) reply("exit %d %d 0\n", (int)pid, WEXITSTATUS(status));
     else if (WIFSIGNALED(status)) reply("exit %d -1 %d\n", (int)pid, WTERMSIG(status));
   }
+  prune_groups();
 }
 
 /* The agent keeps the sandbox's stdio and gets its end of the control socket as fd 3. */
@@ -359,6 +513,7 @@ int main(int argc, char **argv) {
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) die("socketpair");
   ctl = pair[0];
   add_loopback_address();
+  mount_cgroups();
   start_agent(argv + 1, pair[1]);
 
   size_t cap = 64 * 1024, have = 0;

@@ -67,7 +67,7 @@ function serve(): void {
         processes.writeStdin(req.params as Params<'proc.stdin'>);
         return {};
       case 'proc.signal':
-        processes.signal(req.params as Params<'proc.signal'>);
+        await processes.signal(req.params as Params<'proc.signal'>);
         return {};
       case 'proc.forget':
         processes.forget(req.params as Params<'proc.forget'>);

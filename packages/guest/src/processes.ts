@@ -113,7 +113,7 @@ export class ProcessTable {
     if (params.timeoutMs) {
       timer = setTimeout(() => {
         tracked.info.timedOut = true;
-        killGroup(pid, 'SIGKILL');
+        void this.killAll(pid);
       }, params.timeoutMs);
     }
     // Done when the process has exited and its output is drained; background children of
@@ -203,11 +203,30 @@ export class ProcessTable {
     if (params.close) stdin.end();
   }
 
-  signal(params: GuestOps['proc.signal']['params']): void {
+  /**
+   * SIGKILL ends everything the command started (see killAll); other signals go to its
+   * process group, as a terminal's Ctrl-C does, so a command can handle them for its children.
+   */
+  async signal(params: GuestOps['proc.signal']['params']): Promise<void> {
     const t = this.get(params.pid);
     if (!(params.signal in osConstants.signals)) throw new WarrenError('invalid_argument', `unknown signal ${params.signal}`);
     if (!t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} has already exited`);
-    killGroup(t.info.pid, params.signal as NodeJS.Signals);
+    if (params.signal === 'SIGKILL') await this.killAll(t.info.pid);
+    else killGroup(t.info.pid, params.signal as NodeJS.Signals);
+  }
+
+  /**
+   * Kills the command and every process it started, also those that called setsid or were
+   * reparented by a double fork (warren-init kills its cgroup's members until none is left),
+   * so a timed-out fork bomb leaves the sandbox's process budget free again.
+   */
+  private async killAll(pid: number): Promise<void> {
+    try {
+      await this.spawner.killTree(pid, 'SIGKILL');
+    } catch (err) {
+      process.stderr.write(`warren-agent: could not kill everything process ${pid} started: ${(err as Error).message}\n`);
+      killGroup(pid, 'SIGKILL');
+    }
   }
 
   forget(params: GuestOps['proc.forget']['params']): void {

@@ -90,6 +90,21 @@ export class Spawner {
     });
   }
 
+  /**
+   * Sends signal to every process the command `pid` started, also those that left its
+   * process group or were reparented (its cgroup's members; see native/init.c). With SIGKILL
+   * it resolves once none is left.
+   */
+  killTree(pid: number, signal: NodeJS.Signals): Promise<void> {
+    if (this.lost) return Promise.reject(new WarrenError('unavailable', `cannot signal commands: ${this.lost.message}`));
+    const signo = osConstants.signals[signal];
+    const id = this.nextId++;
+    return new Promise((resolve, reject) => {
+      this.pendingDone.set(id, { resolve, reject });
+      this.send(['killtree', String(id), String(pid), String(signo)]);
+    });
+  }
+
   private onText(text: string): void {
     this.buffered += text;
     let nl: number;

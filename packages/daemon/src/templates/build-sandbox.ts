@@ -12,6 +12,7 @@ import { Runsc } from '../drivers/gvisor/runsc.js';
 import { GUEST_NODE_PATH, SANDBOX_CAPABILITIES } from '../drivers/gvisor/bundle.js';
 import { LineSplitter } from './lines.js';
 import type { TemplateUser } from './passwd.js';
+import type { SandboxHostFiles } from '../storage/sandbox-host-files.js';
 
 export interface BuildCommand {
   containerId: string;
@@ -22,7 +23,8 @@ export interface BuildCommand {
   user: TemplateUser;
   cwd: string;
   env: Record<string, string>;
-  hostNodeBinary: string;
+  /** Mounted read-only: the node binary and resolv.conf, from the read-only guest view. */
+  hostFiles: Pick<SandboxHostFiles, 'node' | 'resolvConf'>;
   onLine: (stream: 'stdout' | 'stderr', line: string) => void;
   signal: AbortSignal;
 }
@@ -84,11 +86,11 @@ function buildSpec(cmd: BuildCommand): Record<string, unknown> {
   ];
   // Bind mounts only over files the template already has: runsc would otherwise create the
   // mount point, and it would end up in the layer.
-  if (existsSync(path.join(cmd.rootfs, 'etc/resolv.conf')) && existsSync('/etc/resolv.conf')) {
-    mounts.push({ destination: '/etc/resolv.conf', type: 'bind', source: '/etc/resolv.conf', options: ['rbind', 'ro'] });
-  }
+  // Never the host's own files: their copies in the read-only guest view (security.md).
+  const resolvConf = existsSync(path.join(cmd.rootfs, 'etc/resolv.conf')) ? cmd.hostFiles.resolvConf() : undefined;
+  if (resolvConf) mounts.push({ destination: '/etc/resolv.conf', type: 'bind', source: resolvConf, options: ['rbind', 'ro'] });
   if (existsSync(path.join(cmd.rootfs, GUEST_NODE_PATH.slice(1)))) {
-    mounts.push({ destination: GUEST_NODE_PATH, type: 'bind', source: cmd.hostNodeBinary, options: ['rbind', 'ro'] });
+    mounts.push({ destination: GUEST_NODE_PATH, type: 'bind', source: cmd.hostFiles.node, options: ['rbind', 'ro'] });
   }
   return {
     ociVersion: '1.0.2',

@@ -23,14 +23,15 @@ import { mountOverlay, unmount } from './mounts.js';
 import { lookupOwner, lookupUser } from './passwd.js';
 import type { BuildPlan, PlannedStep } from './plan.js';
 import { clearStaleStaging, Staging } from './staging.js';
+import type { SandboxHostFiles } from '../storage/sandbox-host-files.js';
 
 export interface TemplateBuilderOptions {
   templatesDir: string;
   runscBinary: string;
   /** The daemon's runsc --root: build containers live beside sandboxes, as build-<key>-<rand>. */
   runscRoot: string;
-  /** Mounted at /opt/warren/bin/node in build steps when the template has that mount point. */
-  hostNodeBinary: string;
+  /** Host files build steps mount (node at /opt/warren/bin/node when the template has that mount point, resolv.conf). */
+  hostFiles: SandboxHostFiles;
   catalog: TemplateCatalog;
   log: Logger;
 }
@@ -216,7 +217,7 @@ export class TemplateBuilder {
         user,
         cwd,
         env: { ...s.context.env, ...(step.type === 'apt' ? { DEBIAN_FRONTEND: 'noninteractive' } : {}) },
-        hostNodeBinary: this.opts.hostNodeBinary,
+        hostFiles: this.opts.hostFiles,
         onLine,
         signal,
       });

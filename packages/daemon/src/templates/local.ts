@@ -10,6 +10,7 @@ import { BuildTemplateRequest, type TemplateBuildEvent } from '@warren/protocol'
 import { layout, resolveConfig } from '../config.js';
 import { validationError } from '../api/errors.js';
 import { TemplateBuilder } from './builder.js';
+import { SandboxHostFiles } from '../storage/sandbox-host-files.js';
 import { publicTemplateInfo, TemplateCatalog, type TemplateInfo } from './catalog.js';
 import { planBuild } from './plan.js';
 
@@ -28,9 +29,10 @@ export async function buildTemplateLocally(request: unknown, opts: LocalBuildOpt
   const paths = layout(config.home);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
   for (const dir of [paths.runscRoot, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
   const log = opts.log ?? pino({ name: 'warren-build', level: 'warn' }, pino.destination(2));
   const catalog = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
-  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostNodeBinary: process.execPath, catalog, log });
+  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostFiles, catalog, log });
   await builder.recover();
   const plan = await planBuild(parsed.data, catalog);
   return publicTemplateInfo(await builder.build(plan, opts.emit, opts.signal));

@@ -16,6 +16,7 @@ import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
 import { Runsc, lastLines } from './runsc.js';
 import { killCgroup, readCgroupFile, removeCgroup, writeCgroupFile } from './cgroups.js';
 import { ShellStock, type Shell } from './shells.js';
+import type { SandboxHostFiles } from '../../storage/sandbox-host-files.js';
 
 export interface GvisorOptions {
   runscBinary: string;
@@ -27,8 +28,8 @@ export interface GvisorOptions {
   shellsDir: string;
   /** Shells kept ready per template shape; 0 turns them off. */
   shellsPerShape: number;
-  hostNodeBinary: string;
-  hostGuestLibDir: string;
+  /** The host paths sandboxes mount, all inside read-only views. */
+  hostFiles: SandboxHostFiles;
   log: Logger;
 }
 
@@ -220,10 +221,12 @@ export class GvisorDriver implements SandboxDriver {
   private async launch(spec: StartSpec, command: (bundleDir: string) => string[]): Promise<GuestStreams> {
     const dir = this.containerDir(spec.id);
     await mkdir(path.join(dir, 'fs'), { recursive: true, mode: 0o700 });
+    const { hostFiles } = this.opts;
     const oci = buildSpec({
       ...spec,
-      hostNodeBinary: this.opts.hostNodeBinary,
-      hostGuestLibDir: this.opts.hostGuestLibDir,
+      rootfs: hostFiles.rootfs(spec.rootfs),
+      hostNodeBinary: hostFiles.node,
+      hostGuestLibDir: hostFiles.guestLib,
       cgroupsPath: `/${CGROUP_PARENT}/${spec.id}`,
       hostPidsLimit: hostPidsLimit(spec.resources.pids),
     });
