@@ -15,11 +15,11 @@
  * sandboxes run (docs/security.md).
  */
 import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { WarrenError } from '@warren/protocol';
 import { AGENT_FILE, AGENT_PATH, CONNECT_HELPER_FILE, GUEST_NODE_PATH, INIT_FILE } from '../drivers/gvisor/bundle.js';
-import { ensureReadOnlyView, inspectView, removeView, type ViewStatus } from './read-only-views.js';
+import { ensureReadOnlyView, inspectView, readMountTable, removeView, type ViewStatus } from './read-only-views.js';
 
 const require = createRequire(import.meta.url);
 
@@ -33,10 +33,8 @@ export interface HostFilesLayout {
   nodeBinary: string;
 }
 
-const VIEW_NAMES = ['guest', 'templates', 'node'] as const;
-
 function viewPairs(layout: HostFilesLayout): Array<{ source: string; target: string }> {
-  const target = (name: (typeof VIEW_NAMES)[number]) => path.join(layout.viewsDir, name);
+  const target = (name: 'guest' | 'templates' | 'node') => path.join(layout.viewsDir, name);
   return [
     { source: layout.guestDir, target: target('guest') },
     { source: layout.templatesDir, target: target('templates') },
@@ -45,14 +43,25 @@ function viewPairs(layout: HostFilesLayout): Array<{ source: string; target: str
   ];
 }
 
-/** Whether each view of a home is in place and read-only (`warren doctor`, tests). */
+/**
+ * Whether each view of a home is in place and read-only (`warren doctor`, tests): the three
+ * every daemon makes, checked against their sources, and any other mount under the views
+ * directory (a templates root's view), which must at least be read-only.
+ */
 export function inspectHostViews(layout: HostFilesLayout): ViewStatus[] {
-  return viewPairs(layout).map(({ source, target }) => (existsSync(source) ? inspectView(source, target) : { source, target, ok: false, detail: `${source} does not exist` }));
+  const table = readMountTable();
+  const fixed = viewPairs(layout).map(({ source, target }) => (existsSync(source) ? inspectView(source, target, table) : { source, target, ok: false, detail: `${source} does not exist` }));
+  const known = new Set(fixed.map((v) => v.target));
+  const others = table
+    .filter((m) => m.target.startsWith(`${layout.viewsDir}/`) && !known.has(m.target))
+    .map((m) => ({ source: '(a templates directory)', target: m.target, ok: m.options.includes('ro'), detail: m.options.includes('ro') ? 'read-only bind mount' : 'mounted read-write' }));
+  return [...fixed, ...others];
 }
 
 /** Unmounts a home's views; for whoever removes the home itself. */
 export function removeHostViews(viewsDir: string): void {
-  for (const name of VIEW_NAMES) removeView(path.join(viewsDir, name));
+  const targets = new Set(readMountTable().filter((m) => m.target.startsWith(`${viewsDir}/`)).map((m) => m.target));
+  for (const target of targets) removeView(target);
 }
 
 /** Replaces dest by a file with the given content only if it differs (tmp + rename). */
@@ -72,6 +81,9 @@ export class SandboxHostFiles {
     /** Mounted at GUEST_NODE_PATH. */
     readonly node: string,
   ) {}
+
+  /** Views of templates roots by the root's real path, checked or mounted once per daemon. */
+  private readonly templateViews = new Map<string, string>();
 
   /**
    * Installs the guest files into the home and makes sure both views are mounted read-only.
@@ -118,12 +130,22 @@ export class SandboxHostFiles {
     return path.join(this.guestView, 'etc', 'resolv.conf');
   }
 
-  /** The view path of a template rootfs (a path under the templates directory). */
+  /**
+   * The view path of a template rootfs (<root>/<name>/<version>/rootfs). The templates
+   * directory's view serves most; a template whose version lives elsewhere (the directory
+   * holds a symlink to another templates directory's template) gets a view of that other
+   * directory, made on first use.
+   */
   rootfs(hostRootfs: string): string {
-    const rel = path.relative(this.layout.templatesDir, hostRootfs);
-    if (rel.startsWith('..') || path.isAbsolute(rel)) {
-      throw new WarrenError('internal', `root filesystem ${hostRootfs} is not under the templates directory ${this.layout.templatesDir}`);
+    const real = realpathSync(hostRootfs);
+    const root = path.dirname(path.dirname(path.dirname(real)));
+    let view = this.templateViews.get(root);
+    if (!view) {
+      const own = realpathSync(this.layout.templatesDir);
+      view = root === own ? this.templatesView : path.join(this.layout.viewsDir, `templates-${createHash('sha256').update(root).digest('hex').slice(0, 12)}`);
+      ensureReadOnlyView(root, view);
+      this.templateViews.set(root, view);
     }
-    return path.join(this.templatesView, rel);
+    return path.join(view, path.relative(root, real));
   }
 }
