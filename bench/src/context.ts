@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, readdirSync, rmdirSync } from 'node:fs';
 import path from 'node:path';
-import { startDaemon, stopAndCheckClean, type DaemonHandle } from '@warren/tests/harness';
+import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from '@warren/tests/harness';
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
@@ -122,7 +122,8 @@ export class Context {
     try {
       d = await startDaemon({ home, env });
     } catch (err) {
-      // It never came up, so nothing runs under the home: remove it and its log.
+      // It never came up, so nothing runs under the home: remove its views, it and its log.
+      unmountUnder(home);
       rmSync(home, { recursive: true, force: true });
       rmSync(`${home}.log`, { force: true });
       removeIfEmpty(BENCH_ROOT);
