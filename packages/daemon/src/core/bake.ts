@@ -17,7 +17,6 @@ import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
 import { GuestClient } from './guest-client.js';
 import { newId } from './ids.js';
-import type { BakedImages } from './sandboxes.js';
 
 /** Bump when the way images are made changes, so old ones are not restored. */
 const BAKE_FORMAT = 1;
@@ -72,6 +71,14 @@ export interface BakerOptions {
   log: Logger;
   /** Set false to never bake (every create boots cold). */
   enabled: boolean;
+}
+
+/** Where restorable images of baked templates come from (the Baker, for SandboxService). */
+export interface BakedImages {
+  /** The image directory of the template version's bake, if one is ready. */
+  imageFor(template: TemplateInfo): string | undefined;
+  /** Whether the version's bake failed (its ready check never passed). */
+  failed(template: TemplateInfo): boolean;
 }
 
 export class Baker implements BakedImages {

@@ -30,7 +30,7 @@ import type { Duplex } from 'node:stream';
 import type { SandboxDriver, GuestStreams } from '../drivers/driver.js';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
 import type { PoolMember, WarmPool } from './pool.js';
-import { hasStartState, startTemplateCold, templateRuntime } from './bake.js';
+import { hasStartState, startTemplateCold, templateRuntime, type BakedImages } from './bake.js';
 import { GuestClient } from './guest-client.js';
 import { newId } from './ids.js';
 import { requireState, type Operation } from './lifecycle.js';
@@ -123,14 +123,6 @@ export interface ActivityMeter {
   start(id: string, apiKeyId: string, resources: ResolvedResources, at?: number): void;
   /** It stops being billed (hibernated, killed, died). Idempotent. */
   stop(id: string, at?: number): void;
-}
-
-/** Where restorable images of baked templates come from (core/bake.ts). */
-export interface BakedImages {
-  /** The image directory of the template version's bake, if one is ready. */
-  imageFor(template: TemplateInfo): string | undefined;
-  /** Whether the version's bake failed (its ready check never passed). */
-  failed(template: TemplateInfo): boolean;
 }
 
 export class SandboxService {

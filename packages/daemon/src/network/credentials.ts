@@ -20,16 +20,9 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { HOP_BY_HOP_HEADERS } from './headers.js';
 import { REDACTED, WarrenError, type CredentialRule } from '@warren/protocol';
-import { allowsName, type EgressPolicy } from './policy.js';
+import { allowsName, type Credential, type EgressPolicy } from './policy.js';
 
-export interface Credential {
-  /** Normalised host: lower case, IPv6 without brackets. */
-  host: string;
-  /** Absent: every port of the host. */
-  port?: number;
-  /** [name, value] pairs, names lower-cased, in the order given. */
-  headers: [string, string][];
-}
+export type { Credential } from './policy.js';
 
 export const MAX_CREDENTIALS = 64;
 export const MAX_HEADERS_PER_CREDENTIAL = 16;

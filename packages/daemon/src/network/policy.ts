@@ -32,7 +32,6 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { domainToASCII } from 'node:url';
 import { WarrenError } from '@warren/protocol';
-import type { Credential } from './credentials.js';
 
 export interface EgressRule {
   /** The rule in normalised form, as `policyRules` returns it. */
@@ -46,6 +45,16 @@ export interface EgressRule {
   prefix?: number;
   /** Absent: any port. */
   port?: number;
+}
+
+/** Headers the proxy adds for one host (network/credentials.ts parses and checks them). */
+export interface Credential {
+  /** Normalised host: lower case, IPv6 without brackets. */
+  host: string;
+  /** Absent: every port of the host. */
+  port?: number;
+  /** [name, value] pairs, names lower-cased, in the order given. */
+  headers: [string, string][];
 }
 
 export interface EgressPolicy {
