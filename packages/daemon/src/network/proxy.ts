@@ -39,19 +39,14 @@ import { promises as dnsPromises } from 'node:dns';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
-import { HOP_BY_HOP_HEADERS } from './headers.js';
 import { allowsAddress, allowsName, type EgressPolicy } from './policy.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
 import { credentialFor } from './credentials.js';
 import { TlsTerminator, type TerminatorOptions } from './terminate.js';
+import { MAX_AUDITED_HOST, MAX_AUDITED_PATH, Refusal, checkHostHeader, comparableName, forwardedRequestHeaders, forwardedResponseHeaders, hostPort, parseAuthority, respondText, truncate, type EgressAudit, type Target } from './forwarding.js';
 
 /** Client and upstream streams one sandbox may hold open at once (each connection is two). */
 export const MAX_STREAMS_PER_SANDBOX = 2048;
-
-export interface EgressAudit {
-  start(r: EgressRecord): number;
-  finish(id: number, bytesUp: number, bytesDown: number): void;
-}
 
 export interface ProxyOptions {
   log: Logger;
@@ -72,24 +67,9 @@ export interface ProxyOptions {
 }
 
 const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
-const MAX_AUDITED_PATH = 2048;
-const MAX_AUDITED_HOST = 256;
 /** How long a refused client gets to read the refusal before its connection is destroyed. */
 const REFUSAL_LINGER_MS = 2000;
 
-/**
- * Hop-by-hop headers (RFC 9110 7.6.1) plus the proxy's own: never forwarded. Transfer-Encoding
- * is re-framed by node on each side; Expect was already answered by the proxy's server; Host
- * is set from the (checked) URL; Upgrade is dropped because the proxy does not relay
- * protocol upgrades on plain HTTP (websocket clients behind a proxy use CONNECT).
- */
-const HOP_BY_HOP = new Set([...HOP_BY_HOP_HEADERS, 'expect', 'host']);
-
-export interface Target {
-  /** Normalised: lower case, punycode, IPv4 in dotted form, IPv6 without brackets. */
-  host: string;
-  port: number;
-}
 
 /** One client connection being served. */
 interface ClientContext {
@@ -100,15 +80,6 @@ interface ClientContext {
 type Opened =
   | { ok: true; upstream: net.Socket; reason: string }
   | { ok: false; status: 403 | 502; decision: EgressRecord['decision']; reason: string };
-
-export class Refusal extends Error {
-  constructor(
-    readonly status: 400 | 403,
-    message: string,
-  ) {
-    super(message);
-  }
-}
 
 export class EgressProxy {
   private readonly server: http.Server;
@@ -503,27 +474,6 @@ export class EgressProxy {
 // -----------------------------------------------------------------------------------------
 // Parsing targets
 
-/**
- * 'host:port' or '[v6]:port' (port required unless defaultPort is given), normalised the way
- * a URL parser would (case, punycode, numeric IPv4 forms), so the policy sees one spelling.
- */
-function parseAuthority(text: string, defaultPort: number | undefined): Target {
-  const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:/?#@[\]\\]+)(?::([0-9]{1,5}))?$/.exec(text);
-  if (!m) throw new Refusal(400, `'${truncate(text, MAX_AUDITED_HOST)}' is not a valid host:port`);
-  const port = m[2] === undefined ? defaultPort : Number(m[2]);
-  if (port === undefined) throw new Refusal(400, `'${truncate(text, MAX_AUDITED_HOST)}' has no port`);
-  if (!(port >= 1 && port <= 65535)) throw new Refusal(400, `port ${m[2]} is out of range`);
-  let hostname: string;
-  try {
-    hostname = new URL(`http://${m[1]}/`).hostname;
-  } catch {
-    // URL's own error message says nothing more useful than this one.
-    throw new Refusal(400, `'${truncate(m[1], MAX_AUDITED_HOST)}' is not a valid host name`);
-  }
-  const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
-  return { host, port };
-}
-
 /** `http://authority/path?query` → the target and the origin-form path to send upstream. */
 function parseAbsoluteForm(url: string): { target: Target; path: string } {
   if (url.startsWith('/') || url === '*') {
@@ -536,58 +486,6 @@ function parseAbsoluteForm(url: string): { target: Target; path: string } {
   const rest = m[2];
   const path = rest === '' ? '/' : rest.startsWith('?') ? `/${rest}` : rest;
   return { target, path };
-}
-
-/** The Host header, if present, must name the URL's host and port: no forged virtual host. */
-export function checkHostHeader(req: http.IncomingMessage, target: Target, defaultPort = 80): void {
-  let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i].toLowerCase() === 'host') count++;
-  if (count > 1) throw new Refusal(400, 'more than one Host header');
-  const header = req.headers.host;
-  if (header === undefined) return; // HTTP/1.0: the URL decides, and the forwarded Host is set from it
-  let named: Target;
-  try {
-    named = parseAuthority(header, defaultPort);
-  } catch (err) {
-    if (!(err instanceof Refusal)) throw err;
-    throw new Refusal(400, `Host header: ${err.message}`);
-  }
-  if (comparableName(named.host) !== comparableName(target.host) || named.port !== target.port) {
-    throw new Refusal(400, `Host header '${truncate(header, MAX_AUDITED_HOST)}' does not match the request URL (${hostPort(target)})`);
-  }
-}
-
-export function forwardedRequestHeaders(req: http.IncomingMessage, target: Target, defaultPort = 80): http.OutgoingHttpHeaders {
-  const drop = connectionTokens(req.headers.connection);
-  const headers: Record<string, string | string[]> = {};
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i].toLowerCase();
-    if (HOP_BY_HOP.has(name) || drop.has(name)) continue;
-    const previous = headers[name];
-    const value = req.rawHeaders[i + 1];
-    headers[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
-  }
-  headers.host = hostPort(target, defaultPort);
-  // A chunked request body must stay framed upstream: node only chunks some methods by default,
-  // and unframed body bytes would be read upstream as a second request (with an unchecked Host).
-  if (req.headers['transfer-encoding'] !== undefined) headers['transfer-encoding'] = 'chunked';
-  return headers;
-}
-
-export function forwardedResponseHeaders(res: http.IncomingMessage): string[] {
-  const drop = connectionTokens(res.headers.connection);
-  const flat: string[] = [];
-  for (let i = 0; i < res.rawHeaders.length; i += 2) {
-    const name = res.rawHeaders[i].toLowerCase();
-    if (HOP_BY_HOP.has(name) || drop.has(name)) continue;
-    flat.push(res.rawHeaders[i], res.rawHeaders[i + 1]);
-  }
-  return flat;
-}
-
-/** Headers a Connection header names are hop-by-hop too. */
-function connectionTokens(value: string | undefined): Set<string> {
-  return new Set((value ?? '').split(',').map((t) => t.trim().toLowerCase()).filter((t) => t !== ''));
 }
 
 // -----------------------------------------------------------------------------------------
@@ -606,28 +504,8 @@ function hostAddresses(): string[] {
   return hostAddressCache.addresses;
 }
 
-/** Names compare without case and without a trailing dot ('Example.com.' is 'example.com'). */
-function comparableName(name: string): string {
-  return name.toLowerCase().replace(/\.$/, '');
-}
-
-function hostPort(target: Target, defaultPort?: number): string {
-  const host = target.host.includes(':') ? `[${target.host}]` : target.host;
-  return target.port === defaultPort ? host : `${host}:${target.port}`;
-}
-
 function notAllowed(target: Target, reason: string): string {
   return `${hostPort(target)} is not allowed by the sandbox's network policy: ${reason}`;
-}
-
-export function truncate(text: string, max: number): string {
-  return text.length > max ? text.slice(0, max) : text;
-}
-
-export function respondText(res: http.ServerResponse, status: number, message: string): void {
-  const body = `warren egress proxy: ${message}\n`;
-  res.writeHead(status, { 'Content-Type': 'text/plain; charset=utf-8', 'Content-Length': Buffer.byteLength(body) });
-  res.end(body);
 }
 
 /** A refusal on a connection that has left HTTP (CONNECT): written by hand, then closed. */

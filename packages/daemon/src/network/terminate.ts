@@ -23,7 +23,7 @@ import { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
 import type { Credential } from './credentials.js';
-import { checkHostHeader, forwardedRequestHeaders, forwardedResponseHeaders, Refusal, respondText, truncate, type EgressAudit, type Target } from './proxy.js';
+import { MAX_AUDITED_PATH, checkHostHeader, forwardedRequestHeaders, forwardedResponseHeaders, Refusal, respondText, truncate, type EgressAudit, type Target } from './forwarding.js';
 
 export interface TerminatorOptions {
   log: Logger;
@@ -56,7 +56,6 @@ interface Session {
   upstreamClosed: boolean;
 }
 
-const MAX_AUDITED_PATH = 2048;
 
 export class TlsTerminator {
   private readonly server: http.Server;
