@@ -216,14 +216,15 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Polls until `fn` returns a truthy value or the deadline passes. */
-export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number, what: string): Promise<T> {
+/** Polls until `fn` returns a truthy value (which it returns) or the deadline passes. */
+export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number, what: string): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
     try {
       const v = await fn();
-      if (v) return v;
+      // Truthy, so neither null nor undefined.
+      if (v) return v as NonNullable<T>;
     } catch (err) {
       last = err;
     }

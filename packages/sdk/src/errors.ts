@@ -57,8 +57,10 @@ const CLASSES: Partial<Record<ErrorCode, new (m: string, c: ErrorCode, s?: numbe
 };
 
 export function errorFromBody(status: number, body: unknown): WarrenError {
-  const e = (body as { error?: { code?: ErrorCode; message?: string } } | undefined)?.error;
+  const e = (body as { error?: { code?: ErrorCode; message?: string; requestId?: string } } | undefined)?.error;
   const code: ErrorCode = e?.code ?? (status === 404 ? 'not_found' : status === 401 ? 'unauthenticated' : 'internal');
   const Cls = CLASSES[code] ?? WarrenError;
-  return new Cls(e?.message ?? `HTTP ${status}`, code, status);
+  // A server-side failure names its request: the daemon's log has the details under that id.
+  const message = `${e?.message ?? `HTTP ${status}`}${e?.requestId ? ` (request ${e.requestId}; details in the daemon log)` : ''}`;
+  return new Cls(message, code, status);
 }

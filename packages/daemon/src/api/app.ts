@@ -1,6 +1,7 @@
 /** The HTTP API: auth, body limits, error mapping and the route modules, mounted under /v1. */
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { requestId } from 'hono/request-id';
 import type { Logger } from 'pino';
 import { WarrenError, type HealthInfo } from '@warren/protocol';
 import type { Registry } from '../core/registry.js';
@@ -47,6 +48,9 @@ export interface ApiDeps {
 
 export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
+  // Every response names its request (X-Request-Id); a 5xx body carries it too, and the
+  // daemon's log files the failure's details under it.
+  app.use('*', requestId({ limitLength: 64 }));
   app.onError((err, c) => errorResponse(c, err, deps.log));
   app.notFound((c) => errorResponse(c, new WarrenError('not_found', `no route for ${c.req.method} ${c.req.path}`), deps.log));
 

@@ -9,7 +9,7 @@ import { WarrenError } from '@warren/protocol';
 import type { Registry } from '../core/registry.js';
 import { sha256 } from '../core/ids.js';
 
-export type AuthVars = { Variables: { apiKeyId: string } };
+export type AuthVars = { Variables: { apiKeyId: string; requestId: string } };
 
 /** Returns the admin key, creating and storing it on first start. */
 export function ensureAdminKey(registry: Registry, keyFile: string): { key: string; created: boolean } {

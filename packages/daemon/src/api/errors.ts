@@ -2,25 +2,33 @@
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { z } from 'zod';
-import { ErrorCodes, WarrenError, type ErrorBody } from '@warren/protocol';
+import { ErrorCodes, WarrenError, errorText, type ErrorBody } from '@warren/protocol';
 import type { Logger } from 'pino';
 
+/**
+ * A server-side failure (5xx) answers with the code, the message (what failed, in the
+ * caller's terms) and the request's id, never the cause: runsc's output, host paths and
+ * stacks go to the log under that id, for the operator (`grep <id>` in the daemon log).
+ */
 export function errorResponse(c: Context, err: unknown, log: Logger): Response {
   const e = toWarrenError(err);
-  if (e.code === 'internal') log.error({ err: err instanceof Error ? err.stack : String(err), path: c.req.path }, 'internal error');
-  return c.json(e.toBody() satisfies ErrorBody, ErrorCodes[e.code] as ContentfulStatusCode);
+  const status = ErrorCodes[e.code] as ContentfulStatusCode;
+  if (!e.isServerSide) return c.json(e.toBody() satisfies ErrorBody, status);
+  const requestId = (c.get('requestId') as string | undefined) ?? 'unknown';
+  log.error({ requestId, method: c.req.method, path: c.req.path, code: e.code, err: errorText(e), stack: (e.cause instanceof Error ? e.cause : e).stack }, 'request failed');
+  return c.json({ error: { code: e.code, message: e.message, requestId } } satisfies ErrorBody, status);
 }
 
 export function toWarrenError(err: unknown): WarrenError {
   if (err instanceof WarrenError) return err;
   if (err instanceof SyntaxError) return new WarrenError('invalid_argument', `request body is not valid JSON: ${err.message}`);
-  // Never leak internals (paths, stacks) to callers; the log has them.
-  return new WarrenError('internal', 'internal error; see the daemon log');
+  // A bug: the caller learns only that it happened; the log has what and where.
+  return new WarrenError('internal', 'internal error', { cause: err });
 }
 
 export function validationError(error: z.ZodError): WarrenError {
   const issues = error.issues.map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`);
-  return new WarrenError('invalid_argument', `invalid request: ${issues.join('; ')}`, { issues });
+  return new WarrenError('invalid_argument', `invalid request: ${issues.join('; ')}`, { details: { issues } });
 }
 
 export function parse<T extends z.ZodTypeAny>(schema: T, input: unknown): z.output<T> {

@@ -50,7 +50,7 @@ export function templateRuntime(rootfs: string): TemplateRuntime {
   try {
     m = JSON.parse(readFileSync(file, 'utf8')) as Partial<TemplateRuntime>;
   } catch (err) {
-    throw new WarrenError('internal', `cannot read the template manifest ${file}: ${(err as Error).message}`);
+    throw new WarrenError('internal', `cannot read the manifest of template version ${path.basename(path.dirname(rootfs))}`, { cause: err });
   }
   const runtime: TemplateRuntime = { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready };
   runtimes.set(rootfs, runtime);

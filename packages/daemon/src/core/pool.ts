@@ -233,7 +233,7 @@ export class WarmPool {
       return JSON.parse(readFileSync(this.opts.stateFile, 'utf8')) as Record<string, number>;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
-      throw new WarrenError('internal', `cannot read pool sizes from ${this.opts.stateFile}: ${(err as Error).message}`);
+      throw new WarrenError('internal', 'cannot read the warm pool sizes', { cause: err });
     }
   }
 

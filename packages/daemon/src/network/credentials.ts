@@ -136,5 +136,5 @@ function parseHeaders(input: unknown, field: string): [string, string][] {
 }
 
 function invalid(field: string, reason: string): WarrenError {
-  return new WarrenError('invalid_argument', `${field}: ${reason}`, { field });
+  return new WarrenError('invalid_argument', `${field}: ${reason}`, { details: { field } });
 }

@@ -86,9 +86,7 @@ export function parsePolicy(rules: string[]): EgressPolicy {
       rule = parseRule(raw);
     } catch (err) {
       if (!(err instanceof RuleError)) throw err;
-      throw new WarrenError('invalid_argument', `network.allow: '${String(raw)}' is not a valid rule: ${err.message}`, {
-        rule: String(raw),
-      });
+      throw new WarrenError('invalid_argument', `network.allow: '${String(raw)}' is not a valid rule: ${err.message}`, { details: { rule: String(raw) } });
     }
     // Duplicates (after normalisation) add nothing; keep the first.
     if (seen.has(rule.raw)) continue;

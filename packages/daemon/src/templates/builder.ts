@@ -329,7 +329,7 @@ function stepFailed(s: PlannedStep, total: number, exitCode: number | null, tail
   const why = exitCode === null ? 'failed' : `failed with exit code ${exitCode}`;
   const output = tail.join('\n');
   const last = tail.filter((l) => l.trim()).slice(-3).join(' | ');
-  return new WarrenError('failed_precondition', `step ${s.number}/${total} (${s.description}) ${why}${last ? `: ${last}` : ''}`, { step: s.number, exitCode, output });
+  return new WarrenError('failed_precondition', `step ${s.number}/${total} (${s.description}) ${why}${last ? `: ${last}` : ''}`, { details: { step: s.number, exitCode, output } });
 }
 
 function cancelled(): WarrenError {

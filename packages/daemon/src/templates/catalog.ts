@@ -81,7 +81,7 @@ export class TemplateCatalog {
     if (t) return t;
     const available = this.list().map((x) => x.name);
     throw new WarrenError('not_found', `unknown template '${name}'; available: ${available.length ? available.join(', ') : 'none (run scripts/setup.sh to build base)'}`, {
-      available,
+      details: { available },
     });
   }
 

@@ -42,7 +42,7 @@ export async function mountOverlay(m: OverlayMount): Promise<void> {
   try {
     await execFileP('mount', ['-t', 'overlay', 'overlay', '-o', options, m.target], { cwd: m.cwdDir });
   } catch (err) {
-    throw new WarrenError('internal', `cannot mount the build overlay at ${m.target}: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}`);
+    throw new WarrenError('internal', 'cannot mount the overlay of a build step', { cause: `${m.target}: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}` });
   }
 }
 
@@ -60,7 +60,7 @@ export async function unmount(target: string): Promise<void> {
     }
   }
   if (!(await mountsUnder(target)).includes(target)) return;
-  throw new WarrenError('internal', `cannot unmount ${target}: ${last}`);
+  throw new WarrenError('internal', 'cannot unmount the overlay of a build step', { cause: `${target}: ${last}` });
 }
 
 /** Mount points at or below dir, deepest first (the order to unmount them in). */

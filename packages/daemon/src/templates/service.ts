@@ -75,7 +75,7 @@ export class TemplateService {
     const users = this.usageChecks.flatMap((check) => check(name));
     if (users.length) {
       const shown = users.slice(0, 5).join(', ') + (users.length > 5 ? `, and ${users.length - 5} more` : '');
-      throw new WarrenError('conflict', `template '${name}' is in use by ${shown}; kill those first`, { users });
+      throw new WarrenError('conflict', `template '${name}' is in use by ${shown}; kill those first`, { details: { users } });
     }
     for (const hook of this.removeHooks) await hook(name);
     // Out of sight in one rename, then deleted: a crash mid-delete leaves only .trash,

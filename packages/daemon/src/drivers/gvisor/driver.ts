@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { WarrenError, type ResolvedResources } from '@warren/protocol';
+import { WarrenError, errorText, type ResolvedResources } from '@warren/protocol';
 import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec } from '../driver.js';
 import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
 import { Runsc, lastLines } from './runsc.js';
@@ -206,11 +206,11 @@ export class GvisorDriver implements SandboxDriver {
       const args = ['checkpoint', '--compression=none', ...(opts.leaveRunning ? ['--leave-running'] : []), '--image-path', imageDir, this.cid(id)];
       await this.runsc.run(args, CHECKPOINT_TIMEOUT_MS);
     } catch (err) {
-      const why = (err as Error).message;
+      const why = errorText(err);
       if (/no space left on device/i.test(why)) {
-        throw new WarrenError('resource_exhausted', `not enough disk for the image of sandbox ${id} (under ${imageDir}): ${lastLines(why)}`);
+        throw new WarrenError('resource_exhausted', `not enough disk for the image of sandbox ${id}; free space on the daemon's disk`, { cause: why });
       }
-      throw new WarrenError('internal', `checkpoint of sandbox ${id} failed: ${why}`);
+      throw new WarrenError('internal', `checkpoint of sandbox ${id} failed`, { cause: err });
     }
   }
 
@@ -255,7 +255,7 @@ export class GvisorDriver implements SandboxDriver {
       toGuest.destroy();
       child.stdout?.destroy();
       child.stderr?.destroy();
-      throw new WarrenError('internal', `runsc could not start sandbox ${spec.id}: ${lastLines(runscStderr)}`);
+      throw new WarrenError('internal', `runsc could not start sandbox ${spec.id}`, { cause: lastLines(runscStderr) });
     }
     child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: this.ownerOf(spec.id) ?? spec.id, agentStderr: chunk.toString('utf8').trimEnd() }, 'agent stderr'));
     return {
@@ -284,7 +284,7 @@ export class GvisorDriver implements SandboxDriver {
       await writeCgroupFile('cpu', CGROUP_PARENT, cid, 'cpu.cfs_quota_us', String(Math.round(resources.cpus * 100_000)));
       await writeCgroupFile('pids', CGROUP_PARENT, cid, 'pids.max', String(hostPidsLimit(resources.pids)));
     } catch (err) {
-      throw new WarrenError('internal', `cannot set the limits of sandbox ${id}: ${(err as Error).message}`);
+      throw new WarrenError('internal', `cannot set the limits of sandbox ${id}`, { cause: err });
     }
   }
 
@@ -293,7 +293,7 @@ export class GvisorDriver implements SandboxDriver {
     child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: id, attachStderr: chunk.toString('utf8').trimEnd() }, 'attach relay stderr'));
     await new Promise<void>((resolve, reject) => {
       child.once('spawn', () => resolve());
-      child.once('error', (err) => reject(new WarrenError('internal', `cannot attach to sandbox ${id}: ${err.message}`)));
+      child.once('error', (err) => reject(new WarrenError('internal', `cannot attach to sandbox ${id}`, { cause: err })));
     });
     const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
     return {
@@ -328,7 +328,7 @@ export class GvisorDriver implements SandboxDriver {
       } catch (err) {
         // An out-of-memory Sentry can hang and make runsc delete time out (PLATFORM.md):
         // kill everything in the sandbox's cgroups by hand, then try once more.
-        this.opts.log.warn({ sandbox: id, err: (err as Error).message }, 'runsc delete failed; killing cgroup members');
+        this.opts.log.warn({ sandbox: id, err: errorText(err) }, 'runsc delete failed; killing cgroup members');
         await killCgroup(CGROUP_PARENT, id);
         await this.runsc.run(['delete', '--force', id], 15_000).catch(async (again: Error) => {
           this.opts.log.error({ sandbox: id, err: again.message }, 'runsc delete failed twice; removing its state by hand');

@@ -40,7 +40,7 @@ export class Runsc {
     } catch (err) {
       const e = err as { stderr?: string; message: string; killed?: boolean };
       const detail = lastLines(e.stderr || e.message);
-      throw new WarrenError('internal', `runsc ${args[0]} failed${e.killed ? ' (timed out)' : ''}: ${detail}`);
+      throw new WarrenError('internal', `runsc ${args[0]} failed${e.killed ? ' (timed out)' : ''}`, { cause: detail });
     }
   }
 

@@ -13,6 +13,7 @@
  * about 17 MB (PSS).
  */
 import type { Logger } from 'pino';
+import { errorText } from '@warren/protocol';
 
 export interface Shell {
   /** The runsc container id. */
@@ -138,7 +139,7 @@ export class ShellStock<S extends Shell> {
           shell = await this.opts.make(shape);
         } catch (err) {
           this.failedUntil.set(shape, Date.now() + FAILURE_BACKOFF_MS);
-          this.opts.log.warn({ shape, err: (err as Error).message }, 'could not make a runsc shell; restores of this shape start new containers');
+          this.opts.log.warn({ shape, err: errorText(err) }, 'could not make a runsc shell; restores of this shape start new containers');
           continue;
         }
         if (!this.enabled || !this.wanted.has(shape)) {
