@@ -30,9 +30,14 @@ program
     const { startDaemon } = await import('@warren/daemon');
     const d = await startDaemon({ port: opts.port, home: opts.home });
     process.stderr.write(`warren daemon listening on ${d.url}; admin API key in ${d.adminKeyFile}\n`);
-    const stop = async () => {
-      await d.close();
-      process.exit(0);
+    const stop = () => {
+      d.close().then(
+        () => process.exit(0),
+        (err: unknown) => {
+          process.stderr.write(`warren daemon: shutdown failed: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.exit(1);
+        },
+      );
     };
     process.on('SIGTERM', stop);
     process.on('SIGINT', stop);

@@ -12,7 +12,7 @@ import net from 'node:net';
 import os from 'node:os';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { AGENT_SOCKET_PATH, EGRESS_PROXY_PORT, GUEST_PROTOCOL_VERSION, WarrenError, type GuestOps, type GuestRequest } from '@warren/protocol/wire';
+import { AGENT_SOCKET_PATH, EGRESS_PROXY_PORT, GUEST_PROTOCOL_VERSION, dispatchGuestRequest, type GuestHandlers, type GuestRequest } from '@warren/protocol/wire';
 import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
@@ -21,8 +21,6 @@ import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
 import { parseHints } from './connect-hints.js';
 import { writeLoopbackNames } from './hosts.js';
-
-type Params<K extends keyof GuestOps> = GuestOps[K]['params'];
 
 function serve(): void {
   const spawner = new Spawner();
@@ -33,73 +31,60 @@ function serve(): void {
   tunnels.listenForEgress();
   const forwards = new Forwards((socket, target) => tunnels.forward(socket, target));
 
-  const handle = async (req: GuestRequest, channel: Channel): Promise<unknown> => {
-    switch (req.op) {
-      case 'hello':
-        daemon = channel;
-        return { version: GUEST_PROTOCOL_VERSION, agentPid: process.pid, hostname: os.hostname() };
-      case 'ping':
-        return { now: Date.now(), busy: processes.busyCount() };
-      case 'configure': {
-        const p = req.params as Params<'configure'>;
-        processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });
-        if (p.hostname && p.hostname !== os.hostname()) await spawner.setHostname(p.hostname);
-        try {
-          writeLoopbackNames(p.hostname ?? os.hostname());
-        } catch (err) {
-          // The sandbox works without; only names like localhost stay unresolved.
-          process.stderr.write(`warren-agent: cannot write the loopback names into /etc/hosts: ${(err as Error).message}\n`);
-        }
-        return {};
+  const handlers: GuestHandlers<{ channel: Channel }> = {
+    hello: (_params, { channel }) => {
+      daemon = channel;
+      return { version: GUEST_PROTOCOL_VERSION, agentPid: process.pid, hostname: os.hostname() };
+    },
+    ping: () => ({ now: Date.now(), busy: processes.busyCount() }),
+    configure: async (p) => {
+      processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });
+      if (p.hostname && p.hostname !== os.hostname()) await spawner.setHostname(p.hostname);
+      try {
+        writeLoopbackNames(p.hostname ?? os.hostname());
+      } catch (err) {
+        // The sandbox works without; only names like localhost stay unresolved.
+        process.stderr.write(`warren-agent: cannot write the loopback names into /etc/hosts: ${(err as Error).message}\n`);
       }
-      case 'exec':
-        return { pid: await processes.start(req.params as Params<'exec'>, channel, req.id) };
-      case 'proc.list':
-        return { processes: processes.list() };
-      case 'proc.output':
-        return processes.output(req.params as Params<'proc.output'>);
-      case 'proc.subscribe': {
-        const p = req.params as Params<'proc.subscribe'>;
-        processes.subscribe(p, channel, req.id);
-        return { pid: p.pid };
-      }
-      case 'proc.stdin':
-        processes.writeStdin(req.params as Params<'proc.stdin'>);
-        return {};
-      case 'proc.signal':
-        await processes.signal(req.params as Params<'proc.signal'>);
-        return {};
-      case 'proc.forget':
-        processes.forget(req.params as Params<'proc.forget'>);
-        return {};
-      case 'file.read': {
-        const r = files.read(req.params as Params<'file.read'>, channel, req.id);
-        r.start(); // data is produced by I/O callbacks, always after this response is sent
-        return { size: r.size };
-      }
-      case 'file.write':
-        return files.write(req.params as Params<'file.write'>, channel, req.id);
-      case 'net.connect':
-        return tunnels.connect((req.params as Params<'net.connect'>).port, channel, req.id);
-      case 'net.forwards': {
-        const params = req.params as Params<'net.forwards'>;
-        tunnels.setConnectHints(parseHints(params.connectHints));
-        return forwards.apply(params.forwards);
-      }
-      case 'fs.stat':
-        return files.stat(req.params as Params<'fs.stat'>);
-      case 'fs.list':
-        return { entries: await files.list(req.params as Params<'fs.list'>) };
-      case 'fs.mkdir':
-        return files.mkdir(req.params as Params<'fs.mkdir'>);
-      case 'fs.move':
-        return files.move(req.params as Params<'fs.move'>);
-      case 'fs.remove':
-        return { removed: await files.remove(req.params as Params<'fs.remove'>) };
-      default:
-        throw new WarrenError('invalid_argument', `unknown guest operation ${String(req.op)}`);
-    }
+      return {};
+    },
+    exec: async (p, { channel, stream }) => ({ pid: await processes.start(p, channel, stream) }),
+    'proc.list': () => ({ processes: processes.list() }),
+    'proc.output': (p) => processes.output(p),
+    'proc.subscribe': (p, { channel, stream }) => {
+      processes.subscribe(p, channel, stream);
+      return { pid: p.pid };
+    },
+    'proc.stdin': (p) => {
+      processes.writeStdin(p);
+      return {};
+    },
+    'proc.signal': async (p) => {
+      await processes.signal(p);
+      return {};
+    },
+    'proc.forget': (p) => {
+      processes.forget(p);
+      return {};
+    },
+    'file.read': (p, { channel, stream }) => {
+      const r = files.read(p, channel, stream);
+      r.start(); // data is produced by I/O callbacks, always after this response is sent
+      return { size: r.size };
+    },
+    'file.write': (p, { channel, stream }) => files.write(p, channel, stream),
+    'net.connect': (p, { channel, stream }) => tunnels.connect(p.port, channel, stream),
+    'net.forwards': (p) => {
+      tunnels.setConnectHints(parseHints(p.connectHints));
+      return forwards.apply(p.forwards);
+    },
+    'fs.stat': (p) => files.stat(p),
+    'fs.list': async (p) => ({ entries: await files.list(p) }),
+    'fs.mkdir': (p) => files.mkdir(p),
+    'fs.move': (p) => files.move(p),
+    'fs.remove': async (p) => ({ removed: await files.remove(p) }),
   };
+  const handle = (req: GuestRequest, channel: Channel): Promise<unknown> => dispatchGuestRequest(handlers, req, { channel });
 
   // The daemon may vanish (restart); losing stdio must not end the agent or its processes.
   process.on('SIGPIPE', () => undefined);

@@ -3,7 +3,7 @@
  * call is named once here. Requests and responses travel as JSON in Message frames; bulk
  * bytes (file contents, process output) travel in Data frames on a stream id.
  */
-import type { ErrorCode } from './errors.js';
+import { WarrenError, type ErrorCode } from './errors.js';
 import type { FileStat, ProcessInfo, ProcessOutput } from './api.js';
 
 export const GUEST_PROTOCOL_VERSION = 1;
@@ -138,6 +138,33 @@ export interface GuestOps {
 }
 
 export type GuestOp = keyof GuestOps;
+
+/** Operations the channel itself serves on both ends (flow control, checkpoint quiescence). */
+export type ChannelOp = 'quiesce' | 'unquiesce' | 'credit' | 'cancel';
+
+/** Operations the agent serves: one handler each (GuestHandlers). */
+export type AgentOp = Exclude<GuestOp, ChannelOp>;
+
+/**
+ * The agent's side of the protocol as a table: one handler per operation, typed by GuestOps,
+ * so a new operation is one entry in GuestOps plus one handler, and the compiler checks the
+ * agent's answer against what the daemon's GuestClient.request() promises its callers.
+ * `stream` is the request's id, which doubles as the id of any stream the operation opens.
+ */
+export type GuestHandlers<Ctx> = {
+  [K in AgentOp]: (params: GuestOps[K]['params'], ctx: Ctx & { stream: number }) => GuestOps[K]['result'] | Promise<GuestOps[K]['result']>;
+};
+
+/** Calls the handler of req.op; an operation without one is the caller's error. */
+export function dispatchGuestRequest<Ctx>(handlers: GuestHandlers<Ctx>, req: GuestRequest, ctx: Ctx): Promise<unknown> {
+  if (!Object.prototype.hasOwnProperty.call(handlers, req.op)) {
+    return Promise.reject(new WarrenError('invalid_argument', `unknown guest operation ${String(req.op)}`));
+  }
+  // req.op and req.params come as a pair (GuestRequest<K>), which TypeScript cannot see
+  // through the union of handlers: this is the one place that joins them.
+  const handler = handlers[req.op as AgentOp] as (params: unknown, ctx: Ctx & { stream: number }) => unknown;
+  return Promise.resolve().then(() => handler(req.params, { ...ctx, stream: req.id }));
+}
 
 export interface GuestRequest<K extends GuestOp = GuestOp> {
   id: number;

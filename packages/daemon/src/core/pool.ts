@@ -76,9 +76,8 @@ export class WarmPool {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
-    await Promise.all(
-      [...this.pools.values()].flatMap((p) => p.ready.splice(0).map((m) => this.host?.discard(m, 'daemon shutting down'))),
-    );
+    const members = [...this.pools.values()].flatMap((p) => p.ready.splice(0));
+    await this.discardAll(members, 'daemon shutting down');
   }
 
   setSize(template: string, size: number): PoolInfo {
@@ -155,7 +154,13 @@ export class WarmPool {
     if (!p) return;
     this.pools.delete(template);
     this.saveSizes();
-    await Promise.all(p.ready.splice(0).map((m) => this.host?.discard(m, 'template removed')));
+    await this.discardAll(p.ready.splice(0), 'template removed');
+  }
+
+  /** Members boot through the host: without one there is nothing to discard. */
+  private async discardAll(members: PoolMember[], why: string): Promise<void> {
+    const host = this.host;
+    if (host) await Promise.all(members.map((m) => host.discard(m, why)));
   }
 
   private pool(name: string): TemplatePool {
