@@ -17,7 +17,7 @@ import {
   frameHeader,
   MAX_FRAME_PAYLOAD,
   MAX_MESSAGE_PAYLOAD,
-  STREAM_WINDOW_BYTES,
+  SendWindow,
   WarrenError,
   type GuestEvent,
   type GuestRequest,
@@ -230,8 +230,7 @@ export class Channel {
 }
 
 export class OutgoingStream {
-  private inflight = 0;
-  private waiters: Array<() => void> = [];
+  private window = new SendWindow();
   aborted = false;
 
   constructor(
@@ -244,11 +243,7 @@ export class OutgoingStream {
    * `onFlushed`: see Channel.sendData.
    */
   async write(chunk: Buffer, onFlushed?: () => void): Promise<void> {
-    while (!this.aborted && this.inflight + chunk.length > STREAM_WINDOW_BYTES && this.inflight > 0) {
-      await new Promise<void>((resolve) => this.waiters.push(resolve));
-    }
-    if (this.aborted) throw new WarrenError('unavailable', 'stream aborted by reader');
-    this.inflight += chunk.length;
+    if (!(await this.window.reserve(chunk.length, () => !this.aborted))) throw new WarrenError('unavailable', 'stream aborted by reader');
     this.channel.sendData(this.stream, chunk, onFlushed);
   }
 
@@ -258,20 +253,13 @@ export class OutgoingStream {
   }
 
   grant(bytes: number): void {
-    this.inflight = Math.max(0, this.inflight - bytes);
-    this.wake();
+    this.window.grant(bytes);
   }
 
   abort(): void {
     this.aborted = true;
     this.channel.dropOutgoing(this.stream);
-    this.wake();
-  }
-
-  private wake(): void {
-    const w = this.waiters;
-    this.waiters = [];
-    for (const fn of w) fn();
+    this.window.wake();
   }
 }
 

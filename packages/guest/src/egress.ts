@@ -15,7 +15,7 @@
  *   user's HTTP or WebSocket traffic to a server in the sandbox.
  */
 import net from 'node:net';
-import { EGRESS_PROXY_PORT, FIRST_AGENT_STREAM, STREAM_WINDOW_BYTES, WarrenError, type ConnectHint, type TcpForward } from '@warren/protocol/wire';
+import { EGRESS_PROXY_PORT, FIRST_AGENT_STREAM, ReceiveCredit, WarrenError, type ConnectHint, type TcpForward } from '@warren/protocol/wire';
 import type { Channel } from './channel.js';
 import { CONNECT_ANSWER, hintedConnect } from './connect-hints.js';
 
@@ -126,18 +126,11 @@ function relay(channel: Channel, stream: number, socket: net.Socket, first?: Buf
     socket.destroy();
   });
 
-  let unacked = 0;
+  const credit = new ReceiveCredit((bytes) => channel.sendMessage({ event: 'credit', stream, bytes }));
   channel.acceptStream(stream, {
     onData: (chunk) => {
       const copy = Buffer.from(chunk); // the decoder reuses its buffer after this call
-      socket.write(copy, () => {
-        unacked += copy.length;
-        // Half-window steps, as elsewhere: the daemon stalls only with the window unacknowledged.
-        if (unacked >= STREAM_WINDOW_BYTES / 2) {
-          channel.sendMessage({ event: 'credit', stream, bytes: unacked });
-          unacked = 0;
-        }
-      });
+      socket.write(copy, () => credit.consumed(copy.length));
     },
     onEnd: () => socket.end(),
     onAbort: () => {

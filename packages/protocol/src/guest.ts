@@ -163,7 +163,13 @@ export function dispatchGuestRequest<Ctx>(handlers: GuestHandlers<Ctx>, req: Gue
   // req.op and req.params come as a pair (GuestRequest<K>), which TypeScript cannot see
   // through the union of handlers: this is the one place that joins them.
   const handler = handlers[req.op as AgentOp] as (params: unknown, ctx: Ctx & { stream: number }) => unknown;
-  return Promise.resolve().then(() => handler(req.params, { ...ctx, stream: req.id }));
+  // Called at once, not on a later tick: a handler that accepts a stream (file.write) must
+  // register it before the Data frames that follow its request in the same read are handled.
+  try {
+    return Promise.resolve(handler(req.params, { ...ctx, stream: req.id }));
+  } catch (err) {
+    return Promise.reject(err);
+  }
 }
 
 export interface GuestRequest<K extends GuestOp = GuestOp> {

@@ -2,4 +2,5 @@ export * from './errors.js';
 export * from './api.js';
 export * from './guest.js';
 export * from './frames.js';
+export * from './credit.js';
 export * from './templates.js';

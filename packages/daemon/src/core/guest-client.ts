@@ -11,7 +11,8 @@ import {
   MAX_FRAME_PAYLOAD,
   MAX_MESSAGE_PAYLOAD,
   OutputStream,
-  STREAM_WINDOW_BYTES,
+  ReceiveCredit,
+  SendWindow,
   WarrenError,
   type GuestEvent,
   type GuestOp,
@@ -41,7 +42,8 @@ export class GuestClient {
   private nextId = 1;
   private pending = new Map<number, Pending>();
   private streams = new Map<number, StreamHandlers>();
-  private creditWaiters = new Map<number, { inflight: number; wake?: () => void }>();
+  /** The send windows of streams the daemon writes to (uploads, tunnels). */
+  private windows = new Map<number, SendWindow>();
   private decoder = new FrameDecoder();
   private closeHandlers: Array<(reason: string) => void> = [];
   private losing = false;
@@ -90,7 +92,7 @@ export class GuestClient {
     this.pending.clear();
     for (const [id, s] of this.streams) s.onEvent?.({ event: 'stream-error', stream: id, code: 'unavailable', message: err.message });
     this.streams.clear();
-    for (const w of this.creditWaiters.values()) w.wake?.();
+    for (const w of this.windows.values()) w.wake();
     for (const fn of this.closeHandlers) fn(reason);
     this.closeHandlers = [];
     this.output.end();
@@ -211,7 +213,7 @@ export class GuestClient {
       // The agent's End may still be on its way; a closed tunnel must not count as a call.
       this.streams.delete(stream);
       this.tunnels.delete(stream);
-      this.creditWaiters.delete(stream);
+      this.windows.delete(stream);
     });
     return conn;
   }
@@ -312,10 +314,10 @@ export class GuestClient {
    * MAX_FRAME_PAYLOAD a frame, and written as they are instead of being joined.
    */
   async sendData(stream: number, data: Buffer | Buffer[]): Promise<void> {
-    let state = this.creditWaiters.get(stream);
-    if (!state) {
-      state = { inflight: 0 };
-      this.creditWaiters.set(stream, state);
+    let window = this.windows.get(stream);
+    if (!window) {
+      window = new SendWindow();
+      this.windows.set(stream, window);
     }
     const parts = Array.isArray(data) ? data : [data];
     let index = 0;
@@ -336,14 +338,11 @@ export class GuestClient {
       }
       if (!length) break;
       const open = () => this.pending.has(stream) || this.tunnels.has(stream);
-      while (!this.closed && open() && state.inflight > 0 && state.inflight + length > STREAM_WINDOW_BYTES) {
-        await new Promise<void>((resolve) => (state!.wake = resolve));
-      }
+      const sent = await window.reserve(length, () => !this.closed && open());
       if (this.closed) throw new WarrenError('unavailable', `sandbox agent unreachable: ${this.closeReason}`);
       // The agent answers a streamed call only after End, so an answer now is a refusal: it
       // has dropped the stream and will grant no more credit. The call's result says why.
-      if (!open()) throw new WarrenError('unavailable', `the sandbox agent closed stream ${stream}`);
-      state.inflight += length;
+      if (!sent) throw new WarrenError('unavailable', `the sandbox agent closed stream ${stream}`);
       // One writev for the header and the pieces: no copy of the payload into a frame buffer.
       this.output.cork();
       this.write(frameHeader(FrameKind.Data, stream, length));
@@ -353,7 +352,7 @@ export class GuestClient {
   }
 
   sendEnd(stream: number): void {
-    this.creditWaiters.delete(stream);
+    this.windows.delete(stream);
     if (!this.closed) this.write(encodeFrame(FrameKind.End, stream));
   }
 
@@ -362,23 +361,12 @@ export class GuestClient {
    * reads, so a slow HTTP client slows the agent instead of filling daemon memory.
    */
   readableFor(id: number): Readable {
-    let owed = 0;
-    // Credit goes back in half-window steps, as the agent grants it for uploads: every
-    // message into the sandbox's pipe costs far more than its few bytes (a grant per Data
-    // frame made credit the bulk of a download's CPU, and even quarter-window grants held
-    // the event loop in write() for about a fifth of a download, as the write hands the CPU
-    // to the sandbox). The agent stalls only with the whole window unacknowledged, which is
-    // two steps.
-    const grant = (atLeast: number) => {
-      if (owed >= atLeast) {
-        this.notify('credit', { stream: id, bytes: owed });
-        owed = 0;
-      }
-    };
-    const step = STREAM_WINDOW_BYTES / 2;
+    // Half-window steps (ReceiveCredit): even quarter-window grants held the event loop in
+    // write() for about a fifth of a download, as each write hands the CPU to the sandbox.
+    const credit = new ReceiveCredit((bytes) => this.notify('credit', { stream: id, bytes }));
     const readable = new Readable({
       highWaterMark: 1024 * 1024,
-      read: () => grant(step),
+      read: () => credit.pay(),
       destroy: (err, cb) => {
         if (this.streams.has(id)) {
           this.notify('cancel', { stream: id });
@@ -393,8 +381,8 @@ export class GuestClient {
     readable.on('error', () => undefined);
     this.streams.set(id, {
       onData: (chunk) => {
-        owed += chunk.length;
-        if (readable.push(chunk)) grant(step);
+        credit.owe(chunk.length);
+        if (readable.push(chunk)) credit.pay();
       },
       onEnd: () => {
         this.streams.delete(id);
@@ -434,18 +422,12 @@ export class GuestClient {
         return;
       }
       if (msg.event === 'credit') {
-        const state = this.creditWaiters.get(msg.stream);
-        if (state) {
-          state.inflight = Math.max(0, state.inflight - msg.bytes);
-          const wake = state.wake;
-          state.wake = undefined;
-          wake?.();
-        }
+        this.windows.get(msg.stream)?.grant(msg.bytes);
         return;
       }
       if (msg.event === 'stream-error') {
         this.tunnels.delete(msg.stream);
-        this.creditWaiters.get(msg.stream)?.wake?.();
+        this.windows.get(msg.stream)?.wake();
       }
       this.streams.get(msg.stream)?.onEvent?.(msg);
       return;
@@ -456,13 +438,13 @@ export class GuestClient {
     if (msg.ok) p.resolve(msg.result);
     else {
       this.streams.delete(msg.id);
-      const credit = this.creditWaiters.get(msg.id);
-      this.creditWaiters.delete(msg.id);
+      const credit = this.windows.get(msg.id);
+      this.windows.delete(msg.id);
       p.reject(new WarrenError(msg.error.code, msg.error.message));
       // A sender blocked on credit for this call would otherwise wait forever: the agent
       // has dropped the stream and grants nothing more. Woken after the rejection so the
       // caller sees the agent's reason first.
-      credit?.wake?.();
+      credit?.wake();
     }
   }
 }
