@@ -4,6 +4,7 @@ import { accessSync, constants, existsSync, readFileSync, statSync, statfsSync }
 import path from 'node:path';
 import { HttpClient, resolveApiKey } from '@warren/sdk';
 import { inspectHostViews, layout, resolveConfig } from '@warren/daemon';
+import { safe } from './output.js';
 
 interface Check {
   name: string;
@@ -98,8 +99,8 @@ export async function doctor(): Promise<boolean> {
   const home = process.env.WARREN_HOME ?? '/var/lib/warren';
   const checks = [runscCheck(), ...kernelChecks(), ...storageChecks(home), ...readOnlyViewChecks(home), keyCheck(home), await daemonCheck()];
   for (const c of checks) {
-    process.stdout.write(`${c.ok ? 'ok  ' : 'FAIL'}  ${c.name}: ${c.detail}\n`);
-    if (!c.ok && c.fix) process.stdout.write(`      fix: ${c.fix}\n`);
+    process.stdout.write(`${c.ok ? 'ok  ' : 'FAIL'}  ${safe(c.name)}: ${safe(c.detail)}\n`);
+    if (!c.ok && c.fix) process.stdout.write(`      fix: ${safe(c.fix)}\n`);
   }
   return checks.every((c) => c.ok);
 }

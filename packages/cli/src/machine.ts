@@ -1,7 +1,7 @@
 /** `warren hibernate|resume|fork|snapshot`: whole-machine saves of a running sandbox. */
 import { Option, type Command } from 'commander';
 import { Sandbox, Snapshots, type SnapshotInfo } from '@warren/sdk';
-import { collect, keyValues, positiveInt, printJson, table } from './output.js';
+import { collect, keyValues, positiveInt, printJson, safe, table } from './output.js';
 
 export function registerMachineCommands(program: Command): void {
   program
@@ -12,7 +12,7 @@ export function registerMachineCommands(program: Command): void {
       for (const id of ids) {
         const started = Date.now();
         await (await Sandbox.connect(id)).hibernate();
-        process.stdout.write(`${id} hibernated in ${Date.now() - started} ms\n`);
+        process.stdout.write(`${safe(id)} hibernated in ${Date.now() - started} ms\n`);
       }
     });
 
@@ -24,7 +24,7 @@ export function registerMachineCommands(program: Command): void {
       for (const id of ids) {
         const started = Date.now();
         await (await Sandbox.connect(id)).resume();
-        process.stdout.write(`${id} running (resumed in ${Date.now() - started} ms)\n`);
+        process.stdout.write(`${safe(id)} running (resumed in ${Date.now() - started} ms)\n`);
       }
     });
 
@@ -43,7 +43,7 @@ export function registerMachineCommands(program: Command): void {
         ttlSeconds: opts.ttl,
       });
       if (opts.json) printJson(children.map((c) => c.info));
-      else for (const c of children) process.stdout.write(`${c.id}\n`);
+      else for (const c of children) process.stdout.write(`${safe(c.id)}\n`);
     });
 
   const snapshot = program.command('snapshot').description('take, list and delete snapshots');
@@ -58,7 +58,7 @@ export function registerMachineCommands(program: Command): void {
       const metadata = keyValues(opts.metadata, '--metadata');
       const snap = await (await Sandbox.connect(id)).snapshot(Object.keys(metadata).length ? { metadata } : {});
       if (opts.json) printJson(snap);
-      else process.stdout.write(`${snap.id}\n`);
+      else process.stdout.write(`${safe(snap.id)}\n`);
     });
 
   snapshot
@@ -78,7 +78,7 @@ export function registerMachineCommands(program: Command): void {
     .action(async (ids: string[]) => {
       for (const id of ids) {
         await Snapshots.delete(id);
-        process.stdout.write(`${id}\n`);
+        process.stdout.write(`${safe(id)}\n`);
       }
     });
 }

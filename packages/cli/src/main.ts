@@ -6,7 +6,7 @@ import { doctor } from './doctor.js';
 import { registerTemplateCommands } from './template.js';
 import { registerWarmCommands } from './warm.js';
 import { registerUsageCommands } from './usage.js';
-import { collect, keyValues, positiveInt, printJson, sandboxRows } from './output.js';
+import { collect, keyValues, metadataText, positiveInt, positiveNumber, printJson, safe, sandboxRows } from './output.js';
 import { registerMachineCommands } from './machine.js';
 import { registerNetworkCommands } from './network.js';
 import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
@@ -34,7 +34,7 @@ program
       d.close().then(
         () => process.exit(0),
         (err: unknown) => {
-          process.stderr.write(`warren daemon: shutdown failed: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.stderr.write(`warren daemon: shutdown failed: ${safe(err instanceof Error ? err.message : String(err))}\n`);
           process.exit(1);
         },
       );
@@ -50,16 +50,24 @@ program
   .addOption(new Option('--ttl <seconds>', 'expire after this many seconds (default 3600)').argParser(positiveInt('--ttl')))
   .option('--metadata <k=v>', 'metadata, repeatable', collect, [])
   .option('--env <k=v>', 'environment for every command, repeatable', collect, [])
-  .addOption(new Option('--cpus <n>', 'CPU limit').argParser(Number))
+  .addOption(new Option('--cpus <n>', 'CPU limit, e.g. 0.5 or 2').argParser(positiveNumber('--cpus')))
   .addOption(new Option('--memory <MB>', 'memory limit in MB').argParser(positiveInt('--memory')))
+  .addOption(new Option('--pids <n>', 'most processes inside').argParser(positiveInt('--pids')))
+  .addOption(new Option('--disk <MB>', 'most disk its own writes may use, in MB').argParser(positiveInt('--disk')))
   .addOption(new Option('--idle <seconds>', 'hibernate after this many seconds without activity').argParser(positiveInt('--idle')))
   .option('--snapshot <id>', 'start from this snapshot instead of a template')
   .option('--allow <rule>', 'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)', collect, [])
   .option('--credential <spec>', CREDENTIAL_HELP, collect, [])
   .option('--json', 'print the sandbox as JSON')
-  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; idle?: number; snapshot?: string; allow: string[]; credential: string[]; json?: boolean }) => {
+  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; pids?: number; disk?: number; idle?: number; snapshot?: string; allow: string[]; credential: string[]; json?: boolean }) => {
     const credentials = parseCredentialFlags(opts.credential);
-    const resources = { ...(opts.cpus ? { cpus: opts.cpus } : {}), ...(opts.memory ? { memoryMB: opts.memory } : {}) };
+    // The daemon holds the bounds (static and this host's); it says which one a value breaks.
+    const resources = {
+      ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
+      ...(opts.memory !== undefined ? { memoryMB: opts.memory } : {}),
+      ...(opts.pids !== undefined ? { pids: opts.pids } : {}),
+      ...(opts.disk !== undefined ? { diskMB: opts.disk } : {}),
+    };
     const sbx = await Sandbox.create({
       template: opts.template,
       ttlSeconds: opts.ttl,
@@ -71,7 +79,7 @@ program
       ...(Object.keys(resources).length ? { resources } : {}),
     });
     if (opts.json) printJson(sbx.info);
-    else process.stdout.write(sbx.id + '\n');
+    else process.stdout.write(safe(sbx.id) + '\n');
   });
 
 program
@@ -106,9 +114,9 @@ program
         ['idle', i.idleSeconds ? `hibernates after ${i.idleSeconds}s without activity` : 'never hibernates by itself'],
         ['disk', i.diskBytes === undefined ? '-' : `${(i.diskBytes / 1e6).toFixed(1)} MB${i.state === 'hibernated' ? ' (its saved image)' : ''}`],
         ['resources', `${i.resources.cpus} cpus, ${i.resources.memoryMB} MB memory, ${i.resources.pids} pids, ${i.resources.diskMB} MB disk`],
-        ['metadata', Object.entries(i.metadata).map(([k, v]) => `${k}=${v}`).join(', ') || '-'],
+        ['metadata', metadataText(i.metadata, ', ') || '-'],
       ];
-      for (const [k, v] of lines) process.stdout.write(`${k.padEnd(10)} ${v}\n`);
+      for (const [k, v] of lines) process.stdout.write(`${k.padEnd(10)} ${safe(v)}\n`);
     }
   });
 
@@ -153,7 +161,7 @@ program
   .action(async (ids: string[]) => {
     for (const id of ids) {
       await (await Sandbox.connect(id)).kill();
-      process.stdout.write(`${id}\n`);
+      process.stdout.write(`${safe(id)}\n`);
     }
   });
 
@@ -164,7 +172,7 @@ program
   .argument('<seconds>', 'new time to live', positiveInt('seconds'))
   .action(async (id: string, seconds: number) => {
     const info = await (await Sandbox.connect(id)).setTtl(seconds);
-    process.stdout.write(`${id} expires at ${info.expiresAt}\n`);
+    process.stdout.write(`${safe(id)} expires at ${safe(info.expiresAt)}\n`);
   });
 
 program
@@ -181,7 +189,7 @@ registerWarmCommands(program);
 registerUsageCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
-  const message = err instanceof WarrenError ? `${err.message}` : (err as Error).message;
-  process.stderr.write(`warren: ${message}\n`);
+  // The daemon's messages quote what callers and sandboxes sent (paths, keys, hosts).
+  process.stderr.write(`warren: ${safe(err instanceof Error ? err.message : String(err))}\n`);
   process.exit(err instanceof WarrenError && err.code === 'not_found' ? 2 : 1);
 });

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { Sandbox, type EgressEntry, type NetworkPolicy } from '@warren/sdk';
 import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 import { Option } from 'commander';
-import { collect, positiveInt, printJson, table } from './output.js';
+import { collect, jsonText, positiveInt, printJson, safe, table } from './output.js';
 
 const FOLLOW_POLL_MS = 1000;
 
@@ -16,7 +16,7 @@ export function registerNetworkCommands(program: Command): void {
     .addOption(new Option('--ttl <seconds>', 'how long the URL\'s token is valid (default 3600)').argParser(positiveInt('--ttl')))
     .action(async (id: string, port: number, opts: { ttl?: number }) => {
       const sbx = await Sandbox.connect(id);
-      process.stdout.write((await sbx.getUrl(port, opts.ttl ? { expiresInSeconds: opts.ttl } : {})) + '\n');
+      process.stdout.write(safe(await sbx.getUrl(port, opts.ttl ? { expiresInSeconds: opts.ttl } : {})) + '\n');
     });
 
   program
@@ -55,7 +55,7 @@ export function registerNetworkCommands(program: Command): void {
       for (;;) {
         const entries = await sbx.egressLog({ after, limit: 1000 });
         if (entries.length) after = entries[entries.length - 1].id;
-        if (opts.json) for (const e of entries) process.stdout.write(JSON.stringify(e) + '\n');
+        if (opts.json) for (const e of entries) process.stdout.write(jsonText(e) + '\n');
         else if (entries.length || header) {
           process.stdout.write(egressRows(entries, header));
           header = false;
@@ -68,8 +68,8 @@ export function registerNetworkCommands(program: Command): void {
 
 function policyLines(policy: NetworkPolicy): string {
   if (!policy.allow.length) return 'nothing allowed (all egress is refused)\n';
-  const credentials = (policy.credentials ?? []).map((c) => `credential ${c.host}: ${Object.keys(c.headers).join(', ')} (values are kept by the daemon)\n`);
-  return policy.allow.map((r) => `allow ${r}\n`).join('') + credentials.join('');
+  const credentials = (policy.credentials ?? []).map((c) => `credential ${safe(c.host)}: ${safe(Object.keys(c.headers).join(', '))} (values are kept by the daemon)\n`);
+  return policy.allow.map((r) => `allow ${safe(r)}\n`).join('') + credentials.join('');
 }
 
 function egressRows(entries: EgressEntry[], header: boolean): string {

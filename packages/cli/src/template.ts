@@ -3,23 +3,24 @@ import { readFileSync, statSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { Template, TemplateBuildError, type Recipe, type TemplateBuildEvent, type TemplateInfo } from '@warren/sdk';
-import { printJson, table } from './output.js';
+import { printJson, safe, table } from './output.js';
 
 /** Prints build events as `[3/7] apt install jq (cached)` lines, step output indented. */
 export function progressPrinter(out: NodeJS.WritableStream = process.stdout): (e: TemplateBuildEvent) => void {
   return (e) => {
     switch (e.type) {
       case 'step':
-        out.write(`[${e.step}/${e.total}] ${e.description}${e.cached ? ' (cached)' : ''}\n`);
+        out.write(`[${e.step}/${e.total}] ${safe(e.description)}${e.cached ? ' (cached)' : ''}\n`);
         break;
       case 'log':
-        out.write(`    ${e.line}\n`);
+        // A step's output is a sandbox's: shown, but never obeyed by the terminal.
+        out.write(`    ${safe(e.line, { keepTabs: true })}\n`);
         break;
       case 'step_done':
         if (!e.cached) out.write(`    done in ${seconds(e.elapsedMs)}\n`);
         break;
       case 'done':
-        out.write(`built ${e.template.name} version ${e.template.version} in ${seconds(e.elapsedMs)}\n`);
+        out.write(`built ${safe(e.template.name)} version ${safe(e.template.version)} in ${seconds(e.elapsedMs)}\n`);
         break;
       default:
         break;
@@ -67,7 +68,7 @@ export function registerTemplateCommands(program: Command): void {
       } catch (err) {
         // The step's output was already printed live; say which step failed and how.
         if (err instanceof TemplateBuildError || (err as { details?: unknown }).details) {
-          process.stderr.write(`warren: build failed: ${(err as Error).message}\n`);
+          process.stderr.write(`warren: build failed: ${safe((err as Error).message)}\n`);
           process.exit(1);
         }
         throw err;
@@ -91,7 +92,7 @@ export function registerTemplateCommands(program: Command): void {
     .action(async (names: string[]) => {
       for (const name of names) {
         await Template.delete(name);
-        process.stdout.write(`${name}\n`);
+        process.stdout.write(`${safe(name)}\n`);
       }
     });
 

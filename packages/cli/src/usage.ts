@@ -1,7 +1,7 @@
 /** `warren usage`: what sandboxes cost in a window, per sandbox, per API key and in total. */
 import type { Command } from 'commander';
 import { getUsage, type UsageReport, type UsageTotals } from '@warren/sdk';
-import { printJson, table } from './output.js';
+import { printJson, safe, table } from './output.js';
 
 const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
@@ -30,7 +30,7 @@ export function duration(seconds: number): string {
 
 const money = (usd: number) => `$${usd.toFixed(6)}`;
 const amounts = (t: UsageTotals) => [duration(t.activeSeconds), t.vcpuSeconds.toFixed(1), t.gibSeconds.toFixed(1), money(t.cost)];
-const when = (iso: string) => iso.replace('T', ' ').slice(0, 19);
+const when = (iso: string) => safe(iso.replace('T', ' ').slice(0, 19));
 
 export function usageText(r: UsageReport): string {
   const out = [`usage from ${when(r.since)} to ${when(r.until)} UTC`];

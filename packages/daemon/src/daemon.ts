@@ -26,6 +26,7 @@ import { SnapshotService } from './core/snapshots.js';
 import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
+import { measureHost } from './core/admission.js';
 import { UsageMeter } from './core/usage.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
 import { SandboxHostFiles } from './storage/sandbox-host-files.js';
@@ -106,7 +107,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   if (config.egressDnsServers) log.info({ servers: config.egressDnsServers }, 'egress proxy resolves names with these DNS servers');
   const images = new ImageStore(paths.images);
   await images.clearStale();
-  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress, egressCa });
+  const capacity = measureHost(paths.sandboxes);
+  log.info({ capacity }, 'host capacity: the most one sandbox may have');
+  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress, egressCa, capacity });
   const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);

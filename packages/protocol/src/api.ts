@@ -13,19 +13,69 @@ export const API_VERSION = 'v1';
 export const SandboxStates = ['creating', 'running', 'hibernating', 'hibernated', 'dead'] as const;
 export type SandboxState = (typeof SandboxStates)[number];
 
-const metadataValue = z.string().max(1024);
-export const Metadata = z.record(z.string().min(1).max(128), metadataValue);
+/** Bounds of sandbox and snapshot metadata: labels for finding sandboxes, not a data store. */
+export const METADATA_LIMITS = { keys: 64, keyLength: 128, valueLength: 1024, totalBytes: 16 * 1024 } as const;
+
+const utf8Bytes = (s: string) => Buffer.byteLength(s, 'utf8');
+
+/**
+ * Marks a refinement's issue as a bound whose message follows the field's name ("must have
+ * at most 64 keys (got 65)"), as the daemon words zod's own bounds.
+ */
+export const BOUND_PARAM = 'bound';
+const bound = (message: string, path: PropertyKey[] = []) => ({ code: 'custom' as const, message, path, params: { [BOUND_PARAM]: true } });
+
+export const Metadata = z
+  .record(z.string().min(1).max(METADATA_LIMITS.keyLength), z.string().max(METADATA_LIMITS.valueLength))
+  .superRefine((m, ctx) => {
+    const keys = Object.keys(m).length;
+    if (keys > METADATA_LIMITS.keys) ctx.addIssue(bound(`must have at most ${METADATA_LIMITS.keys} keys (got ${keys})`));
+    const total = Object.entries(m).reduce((n, [k, v]) => n + utf8Bytes(k) + utf8Bytes(v), 0);
+    if (total > METADATA_LIMITS.totalBytes) ctx.addIssue(bound(`must be at most ${METADATA_LIMITS.totalBytes} bytes in all, keys and values in UTF-8 (got ${total})`));
+  });
 export type Metadata = z.infer<typeof Metadata>;
 
+/**
+ * Bounds of an environment (create, exec). One `NAME=value` longer than 131071 bytes makes
+ * execve fail (Linux's and gVisor's MAX_ARG_STRLEN is 128 KiB with the NUL; measured: 131071
+ * runs, 131072 fails with "File name too long"). The total keeps a request's environment well
+ * inside the agent channel's 1.25 MiB frame, which also carries the template's environment.
+ */
+export const ENV_LIMITS = { vars: 4096, entryBytes: 128 * 1024 - 1, totalBytes: 1024 * 1024 } as const;
+
 const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'environment variable names are letters, digits and _');
-export const EnvMap = z.record(envName, z.string().max(128 * 1024));
+export const EnvMap = z.record(envName, z.string()).superRefine((env, ctx) => {
+  const entries = Object.entries(env);
+  if (entries.length > ENV_LIMITS.vars) ctx.addIssue(bound(`must have at most ${ENV_LIMITS.vars} variables (got ${entries.length})`));
+  let total = 0;
+  for (const [name, value] of entries) {
+    const bytes = utf8Bytes(name) + 1 + utf8Bytes(value);
+    total += bytes - 1;
+    if (bytes > ENV_LIMITS.entryBytes) ctx.addIssue(bound(`must be at most ${ENV_LIMITS.entryBytes} bytes as NAME=value in UTF-8, the kernel's limit for one variable (got ${bytes})`, [name]));
+  }
+  if (total > ENV_LIMITS.totalBytes) ctx.addIssue(bound(`must be at most ${ENV_LIMITS.totalBytes} bytes in all, names and values in UTF-8 (got ${total})`));
+});
+
+/**
+ * Static bounds of a sandbox's resources, whatever the host. The minimums were measured with
+ * the base template on a 2-core host (docs/sandboxes.md, Resources): below them a sandbox
+ * boots too slowly to be of use or not at all. The maximums only keep numbers sane; the
+ * daemon also refuses more than its host has (daemon core/admission.ts). `pids` is capped by
+ * gVisor itself, which runs at most 65536 tasks per sandbox.
+ */
+export const RESOURCE_LIMITS = {
+  cpus: { min: 0.1, max: 1024 },
+  memoryMB: { min: 64, max: 16 * 1024 * 1024 },
+  pids: { min: 32, max: 65536 },
+  diskMB: { min: 64, max: 1024 * 1024 * 1024 },
+} as const;
 
 export const Resources = z
   .object({
-    cpus: z.number().positive().max(64).optional(),
-    memoryMB: z.number().int().min(128).max(256 * 1024).optional(),
-    pids: z.number().int().min(32).max(1_000_000).optional(),
-    diskMB: z.number().int().min(64).max(10 * 1024 * 1024).optional(),
+    cpus: z.number().min(RESOURCE_LIMITS.cpus.min).max(RESOURCE_LIMITS.cpus.max).optional(),
+    memoryMB: z.number().int().min(RESOURCE_LIMITS.memoryMB.min).max(RESOURCE_LIMITS.memoryMB.max).optional(),
+    pids: z.number().int().min(RESOURCE_LIMITS.pids.min).max(RESOURCE_LIMITS.pids.max).optional(),
+    diskMB: z.number().int().min(RESOURCE_LIMITS.diskMB.min).max(RESOURCE_LIMITS.diskMB.max).optional(),
   })
   .strict();
 export type Resources = z.infer<typeof Resources>;
@@ -198,7 +248,9 @@ export interface PoolInfo {
   claimMs: { p50: number; p95: number; p99: number; count: number } | null;
 }
 
-export const SetPoolRequest = z.object({ size: z.number().int().min(0) }).strict();
+/** Most sandboxes one template's warm pool may keep ready. */
+export const MAX_POOL_SIZE = 64;
+export const SetPoolRequest = z.object({ size: z.number().int().min(0).max(MAX_POOL_SIZE) }).strict();
 
 /** A template version's baked image: `ready` means creates restore it instead of booting. */
 export interface BakeInfo {

@@ -4,6 +4,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { z } from 'zod';
 import { ErrorCodes, WarrenError, errorText, type ErrorBody } from '@warren/protocol';
 import type { Logger } from 'pino';
+import { issueText, issuesText } from './validation.js';
 
 /**
  * A server-side failure (5xx) answers with the code, the message (what failed, in the
@@ -26,13 +27,15 @@ export function toWarrenError(err: unknown): WarrenError {
   return new WarrenError('internal', 'internal error', { cause: err });
 }
 
+/** A 400 whose message names each bad field and, for a bound, the limit and the value given. */
 export function validationError(error: z.ZodError): WarrenError {
-  const issues = error.issues.map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`);
-  return new WarrenError('invalid_argument', `invalid request: ${issues.join('; ')}`, { details: { issues } });
+  const issues = error.issues.map(issueText);
+  return new WarrenError('invalid_argument', issuesText(error.issues), { details: { issues } });
 }
 
 export function parse<T extends z.ZodTypeAny>(schema: T, input: unknown): z.output<T> {
-  const r = schema.safeParse(input);
+  // reportInput: the message says what was given ("got 0.001"); it never leaves this module.
+  const r = schema.safeParse(input, { reportInput: true });
   if (!r.success) throw validationError(r.error);
   return r.data;
 }

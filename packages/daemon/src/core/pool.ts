@@ -10,11 +10,10 @@
 import { readFileSync, writeFileSync, renameSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import { WarrenError, type PoolInfo } from '@warren/protocol';
+import { MAX_POOL_SIZE, WarrenError, type PoolInfo } from '@warren/protocol';
 import type { TemplateCatalog, TemplateInfo } from '../templates/catalog.js';
 import { percentile } from './stats.js';
 
-export const MAX_POOL_SIZE = 64;
 const REFILL_INTERVAL_MS = 1_000;
 const REFILL_DELAY_AFTER_CLAIM_MS = 500;
 /** Claim latencies kept per template for the percentiles. */
@@ -82,7 +81,7 @@ export class WarmPool {
 
   setSize(template: string, size: number): PoolInfo {
     if (!Number.isInteger(size) || size < 0 || size > MAX_POOL_SIZE) {
-      throw new WarrenError('invalid_argument', `size: must be an integer from 0 to ${MAX_POOL_SIZE} (0 disables the pool)`);
+      throw new WarrenError('invalid_argument', `size must be an integer from 0 to ${MAX_POOL_SIZE} (0 disables the pool; got ${size})`);
     }
     this.opts.catalog.resolve(template);
     this.pool(template).size = size;

@@ -7,7 +7,6 @@ import { mkdir, rename, statfs } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
 import {
-  DEFAULT_RESOURCES,
   DEFAULT_TTL_SECONDS,
   WarrenError,
   type CreateSandboxRequest,
@@ -37,6 +36,7 @@ import { requireState, type Operation } from './lifecycle.js';
 import type { Registry, SandboxRecord } from './registry.js';
 import { Cleanup } from './cleanup.js';
 import { ImageStore } from './images.js';
+import { admitResources, defaultResources, type HostCapacity } from './admission.js';
 
 const AGENT_READY_TIMEOUT_MS = 30_000;
 const HEARTBEAT_INTERVAL_MS = 5_000;
@@ -72,7 +72,8 @@ export interface SandboxServiceOptions {
   driver: SandboxDriver;
   templates: TemplateCatalog;
   log: Logger;
-  maxResources?: Partial<ResolvedResources>;
+  /** What one sandbox may have at most on this host (admission.ts); absent: no host check. */
+  capacity?: HostCapacity;
   pool?: WarmPool;
   bakes?: BakedImages;
   meter?: ActivityMeter;
@@ -136,8 +137,12 @@ export class SandboxService {
   private policies = new Map<string, { rules: string; policy: EgressPolicy }>();
   /** When each sandbox last saw activity (an API call on it, a running command). */
   private lastActive = new Map<string, number>();
+  /** What a create leaves out: the protocol's defaults, cut down to this host. */
+  private readonly defaults: ResolvedResources;
 
-  constructor(private opts: SandboxServiceOptions) {}
+  constructor(private opts: SandboxServiceOptions) {
+    this.defaults = defaultResources(opts.capacity);
+  }
 
   startHeartbeat(): void {
     this.heartbeat = setInterval(() => void this.checkAll(), HEARTBEAT_INTERVAL_MS);
@@ -148,7 +153,9 @@ export class SandboxService {
     if (req.snapshot) return this.createFromSnapshot(req, apiKeyId);
     const started = Date.now();
     const template = this.opts.templates.resolve(req.template);
-    const resources: ResolvedResources = { ...DEFAULT_RESOURCES, ...(req.resources ?? {}) };
+    const resources: ResolvedResources = { ...this.defaults, ...(req.resources ?? {}) };
+    // Before a pool member is claimed or anything registered: a refusal leaves no trace.
+    admitResources(resources, this.opts.capacity);
     const member = this.opts.pool?.claim(template);
     const record: SandboxRecord = {
       id: member?.id ?? newId('sb'),
@@ -172,7 +179,7 @@ export class SandboxService {
         this.live.set(record.id, this.pooled.get(record.id)!);
         this.pooled.delete(record.id);
         // Members boot with the default limits; the request's are applied as it claims one.
-        if (!sameResources(resources, DEFAULT_RESOURCES)) await this.opts.driver.resize(record.id, resources);
+        if (!sameResources(resources, this.defaults)) await this.opts.driver.resize(record.id, resources);
       } else {
         const booted = await this.boot(record.id, template, resources);
         this.live.set(record.id, booted.live);
@@ -255,9 +262,12 @@ export class SandboxService {
     if (!snap) throw new WarrenError('not_found', `no snapshot with id ${req.snapshot}`);
     const dir = this.opts.images.snapshot(snap.id);
     if (!this.opts.images.isComplete(dir)) throw new WarrenError('failed_precondition', `snapshot ${snap.id} has no complete image on disk; delete it`);
+    const resources = { ...snap.resources, ...(req.resources ?? {}) };
+    // The snapshot's own values may come from another host or an older daemon.
+    admitResources(resources, this.opts.capacity, `snapshot ${snap.id}`, req.resources);
     return this.createFromImage(
       // Billed to whoever creates it, not to whoever took the snapshot.
-      recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources: { ...snap.resources, ...(req.resources ?? {}) } }, 'snapshot', snap.id),
+      recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources }, 'snapshot', snap.id),
       { image: ImageStore.imagePath(dir), kind: 'snapshot' },
     );
   }
@@ -450,8 +460,9 @@ export class SandboxService {
    */
   async fork(id: string, req: ForkRequest & { count: number }): Promise<ForkResult> {
     const max = this.opts.maxForkCount ?? DEFAULT_MAX_FORK_COUNT;
-    if (req.count > max) throw new WarrenError('invalid_argument', `count: at most ${max} children per fork (asked for ${req.count})`);
-    this.record(id, 'fork');
+    if (req.count > max) throw new WarrenError('invalid_argument', `count must be at most ${max} children per fork, WARREN_MAX_FORK (got ${req.count})`, { details: { field: 'count', limit: max } });
+    // Children get the parent's resources, which an older daemon may have admitted unchecked.
+    admitResources(this.record(id, 'fork').resources, this.opts.capacity, `the parent ${id}`);
     return this.serialized(id, async () => {
       const started = Date.now();
       const parent = this.record(id, 'fork');
@@ -508,7 +519,7 @@ export class SandboxService {
   /** PoolHost: a fresh, unbound sandbox of the template for the warm pool. */
   async bootForPool(template: TemplateInfo): Promise<PoolMember> {
     const id = newId('sb');
-    const { live } = await this.boot(id, template, DEFAULT_RESOURCES);
+    const { live } = await this.boot(id, template, this.defaults);
     this.pooled.set(id, live);
     return { id, template: template.name, version: template.version, alive: () => !live.client.closed };
   }

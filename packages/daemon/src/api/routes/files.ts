@@ -53,9 +53,10 @@ export function fileRoutes(files: FileService, sandboxes: SandboxService): Hono<
       throw new WarrenError('too_large', `upload of ${declared} bytes exceeds the ${maxBytes} bytes left of the sandbox's disk limit`);
     }
     const modeText = c.req.query('mode');
-    const mode = modeText === undefined ? undefined : parseInt(modeText, 8);
+    // Whole octal digits only: parseInt alone reads '644abc' as 644 and '9' as nothing.
+    const mode = modeText === undefined ? undefined : /^[0-7]{1,5}$/.test(modeText) ? parseInt(modeText, 8) : Number.NaN;
     if (mode !== undefined && (!Number.isInteger(mode) || mode < 0 || mode > 0o7777)) {
-      throw new WarrenError('invalid_argument', 'mode must be octal, for example 644 or 0755');
+      throw new WarrenError('invalid_argument', `mode must be octal from 0 to 7777, for example 644 or 0755 (got '${modeText?.slice(0, 32)}')`);
     }
     return c.json(await files.write(id, pathQuery(c), limited(bodyChunks(c), maxBytes), userQuery(c), mode));
   });
