@@ -1,14 +1,18 @@
 /**
  * File operations, streamed both ways with credit-based flow control so that a file of any
- * size passes through with bounded memory. Paths resolve against the user's home; new files
- * and directories belong to the calling user.
+ * size passes through with bounded memory. Paths resolve against the user's home. Every
+ * operation for a user runs as that user (as-user.ts): the Sentry checks permissions and
+ * resolves paths with the user's identity, so new files and directories belong to the user
+ * and a process racing the operation cannot turn it against files the user may not touch.
+ * The permission checks here only give clearer messages; they are not what protects.
  */
-import { promises as fsp, lstatSync, statSync, type Stats } from 'node:fs';
-import { closeSync, constants as fsConstants, fstatSync, fsyncSync, openSync, readSync, writeSync } from 'node:fs';
+import { copyFileSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, type Stats } from 'node:fs';
+import { closeSync, constants as fsConstants, fchmodSync, fchownSync, fstatSync, fsyncSync, lchownSync, chmodSync, openSync, readSync, utimesSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { STREAM_WINDOW_BYTES, WarrenError, type FileStat, type FileType, type GuestOps } from '@warren/protocol/wire';
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
+import { asUser } from './as-user.js';
 import type { Channel, OutgoingStream } from './channel.js';
 
 const READ = 4;
@@ -37,130 +41,140 @@ export function describe(abs: string, st: Stats): FileStat {
 }
 
 export function stat(params: GuestOps['fs.stat']['params']): FileStat {
-  const { abs } = target(params.path, params.user);
-  return describe(abs, lstatSync(abs));
+  const { user, abs } = target(params.path, params.user);
+  return describe(abs, asUser(user, () => lstatSync(abs)));
 }
 
-export async function list(params: GuestOps['fs.list']['params']): Promise<FileStat[]> {
+export function list(params: GuestOps['fs.list']['params']): FileStat[] {
   const { user, abs } = target(params.path, params.user);
-  const st = statSync(abs);
-  if (!st.isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${abs}`);
   const depth = Math.max(1, Math.min(params.depth ?? 1, 32));
   const out: FileStat[] = [];
-  const walk = async (dir: string, level: number): Promise<void> => {
+  const walk = (dir: string, level: number): void => {
     requireAccess(dir, user, READ);
-    const names = (await fsp.readdir(dir)).sort();
+    const names = readdirSync(dir).sort();
     for (const name of names) {
       const child = path.join(dir, name);
       let cst: Stats;
       try {
-        cst = await fsp.lstat(child);
+        cst = lstatSync(child);
       } catch {
         continue; // removed while listing
       }
       out.push(describe(child, cst));
       if (cst.isDirectory() && level < depth) {
         try {
-          await walk(child, level + 1);
+          walk(child, level + 1);
         } catch (err) {
-          if (!(err instanceof WarrenError)) throw err; // unreadable subdirectory: list what we can
+          // An unreadable subdirectory: list what we can.
+          const code = (err as NodeJS.ErrnoException).code;
+          if (!(err instanceof WarrenError) && code !== 'EACCES' && code !== 'ENOENT') throw err;
         }
       }
     }
   };
-  await walk(abs, 1);
+  asUser(user, () => {
+    if (!statSync(abs).isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${abs}`);
+    walk(abs, 1);
+  });
   return out;
 }
 
-/** mkdir -p; directories created belong to the user. */
-export async function mkdir(params: GuestOps['fs.mkdir']['params']): Promise<FileStat> {
+/** mkdir -p; directories created belong to the user (they are made as the user). */
+export function mkdir(params: GuestOps['fs.mkdir']['params']): FileStat {
   const { user, abs } = target(params.path, params.user);
-  const missing: string[] = [];
-  let dir = abs;
-  while (true) {
-    try {
-      const st = statSync(dir);
-      if (!st.isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${dir}`);
-      if (missing.length) requireAccess(dir, user, WRITE | SEARCH, st);
-      break;
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-      missing.unshift(dir);
-      dir = path.dirname(dir);
+  return asUser(user, () => {
+    let dir = abs;
+    let missing = false;
+    while (true) {
+      try {
+        const st = statSync(dir);
+        if (!st.isDirectory()) throw new WarrenError('invalid_argument', `not a directory: ${dir}`);
+        if (missing) requireAccess(dir, user, WRITE | SEARCH, st);
+        break;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        missing = true;
+        dir = path.dirname(dir);
+      }
     }
-  }
-  for (const d of missing) {
-    await fsp.mkdir(d, { mode: 0o755 });
-    await fsp.chown(d, user.uid, user.gid);
-  }
-  return describe(abs, statSync(abs));
+    mkdirSync(abs, { recursive: true, mode: 0o755 });
+    return describe(abs, statSync(abs));
+  });
 }
 
-export async function move(params: GuestOps['fs.move']['params']): Promise<FileStat> {
+export function move(params: GuestOps['fs.move']['params']): FileStat {
   const from = target(params.from, params.user);
   const to = target(params.to, params.user);
-  lstatSync(from.abs); // not_found before permission noise
-  requireAccess(path.dirname(from.abs), from.user, WRITE | SEARCH);
-  requireAccess(path.dirname(to.abs), to.user, WRITE | SEARCH);
-  try {
-    await fsp.rename(from.abs, to.abs);
-  } catch (err) {
-    // /tmp and /dev/shm are separate filesystems; move across them as mv does.
-    if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
-    await moveAcross(from.abs, to.abs);
-  }
-  return describe(to.abs, lstatSync(to.abs));
+  return asUser(from.user, () => {
+    lstatSync(from.abs); // not_found before permission noise
+    requireAccess(path.dirname(from.abs), from.user, WRITE | SEARCH);
+    requireAccess(path.dirname(to.abs), to.user, WRITE | SEARCH);
+    try {
+      renameSync(from.abs, to.abs);
+    } catch (err) {
+      // /tmp and /dev/shm are separate filesystems; move across them as mv does.
+      if ((err as NodeJS.ErrnoException).code !== 'EXDEV') throw err;
+      moveAcross(from.abs, to.abs, from.user.uid === 0);
+    }
+    return describe(to.abs, lstatSync(to.abs));
+  });
 }
 
 /**
  * Copies into a temporary name beside the target, renames that into place (so replacing an
- * existing target behaves as rename does), then removes the source.
+ * existing target behaves as rename does), then removes the source. Runs as the caller.
  */
-async function moveAcross(from: string, to: string): Promise<void> {
+function moveAcross(from: string, to: string, keepOwners: boolean): void {
   const tmp = path.join(path.dirname(to), `.warren-move-${randomBytes(6).toString('hex')}`);
   try {
-    await copyTree(from, tmp);
-    await fsp.rename(tmp, to);
+    copyTree(from, tmp, keepOwners);
+    renameSync(tmp, to);
   } catch (err) {
-    await fsp.rm(tmp, { recursive: true, force: true });
+    rmSync(tmp, { recursive: true, force: true });
     throw err;
   }
-  await fsp.rm(from, { recursive: true, force: true });
+  rmSync(from, { recursive: true, force: true });
 }
 
-/** Copies a tree keeping owners, modes and times (the agent copies as root). */
-async function copyTree(from: string, to: string): Promise<void> {
-  const st = await fsp.lstat(from);
+/**
+ * Copies a tree keeping modes and times, and owners when root copies (a user's copy belongs
+ * to the user, as with mv across filesystems). Never follows a symlink: it copies the link.
+ */
+function copyTree(from: string, to: string, keepOwners: boolean): void {
+  const st = lstatSync(from);
   if (st.isDirectory()) {
-    await fsp.mkdir(to, { mode: 0o700 });
-    for (const name of await fsp.readdir(from)) await copyTree(path.join(from, name), path.join(to, name));
+    mkdirSync(to, { mode: 0o700 });
+    for (const name of readdirSync(from)) copyTree(path.join(from, name), path.join(to, name), keepOwners);
   } else if (st.isSymbolicLink()) {
-    await fsp.symlink(await fsp.readlink(from), to);
+    symlinkSync(readlinkSync(from), to);
   } else if (st.isFile()) {
-    await fsp.copyFile(from, to, fsConstants.COPYFILE_EXCL);
+    copyFileSync(from, to, fsConstants.COPYFILE_EXCL);
   } else {
     throw new WarrenError('invalid_argument', `cannot move ${from} to another filesystem: not a file, directory or symlink`);
   }
-  await fsp.lchown(to, st.uid, st.gid);
+  if (keepOwners) lchownSync(to, st.uid, st.gid);
   if (!st.isSymbolicLink()) {
-    // After chown, which clears set-id bits.
-    await fsp.chmod(to, st.mode & 0o7777);
-    await fsp.utimes(to, st.atime, st.mtime);
+    // After chown, which clears set-id bits. `to` was just made by this copy, in a
+    // directory the caller made: nobody else can have swapped it.
+    chmodSync(to, st.mode & 0o7777);
+    utimesSync(to, st.atime, st.mtime);
   }
 }
 
-export async function remove(params: GuestOps['fs.remove']['params']): Promise<boolean> {
+export function remove(params: GuestOps['fs.remove']['params']): boolean {
   const { user, abs } = target(params.path, params.user);
   if (abs === '/') throw new WarrenError('invalid_argument', 'refusing to remove /');
-  try {
-    lstatSync(abs);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw err;
-  }
-  requireAccess(path.dirname(abs), user, WRITE | SEARCH);
-  await fsp.rm(abs, { recursive: true, force: true });
-  return true;
+  return asUser(user, () => {
+    try {
+      lstatSync(abs);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw err;
+    }
+    requireAccess(path.dirname(abs), user, WRITE | SEARCH);
+    rmSync(abs, { recursive: true, force: true });
+    return true;
+  });
 }
 
 /** Largest size-0 file (procfs, sysfs) that read() sizes by reading it whole first. */
@@ -211,11 +225,13 @@ async function sendFile(fd: number, size: number, out: OutgoingStream): Promise<
  */
 export function read(params: GuestOps['file.read']['params'], channel: Channel, stream: number): { size: number; start: () => void } {
   const { user, abs } = target(params.path, params.user);
-  const st = statSync(abs);
-  if (st.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
-  requireAccess(abs, user, READ, st);
   // Non-blocking: opening a FIFO that has no writer would otherwise hang an agent thread.
-  const fd = openSync(abs, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  const fd = asUser(user, () => {
+    const st = statSync(abs);
+    if (st.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
+    requireAccess(abs, user, READ, st);
+    return openSync(abs, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK);
+  });
   let size: number;
   let whole: Buffer | undefined;
   try {
@@ -259,17 +275,22 @@ export function read(params: GuestOps['file.read']['params'], channel: Channel, 
 export function write(params: GuestOps['file.write']['params'], channel: Channel, stream: number): Promise<{ size: number; path: string }> {
   const { user, abs } = target(params.path, params.user);
   const dir = path.dirname(abs);
-  let existing: Stats | undefined;
-  try {
-    existing = statSync(abs);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  if (existing?.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
-  if (existing) requireAccess(abs, user, WRITE, existing);
-  else requireAccess(dir, user, WRITE | SEARCH);
   const tmp = path.join(dir, `.warren-upload-${randomBytes(6).toString('hex')}`);
-  const fd = openSync(tmp, 'w', 0o600);
+  // Made as the user, exclusively and never through a symlink: whatever the name becomes
+  // later, the data, mode and owner go to this descriptor's file only.
+  const { existing, fd } = asUser(user, () => {
+    let existing: Stats | undefined;
+    try {
+      existing = statSync(abs);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    }
+    if (existing?.isDirectory()) throw new WarrenError('invalid_argument', `is a directory, not a file: ${abs}`);
+    if (existing) requireAccess(abs, user, WRITE, existing);
+    requireAccess(dir, user, WRITE | SEARCH);
+    const flags = fsConstants.O_WRONLY | fsConstants.O_CREAT | fsConstants.O_EXCL | fsConstants.O_NOFOLLOW;
+    return { existing, fd: openSync(tmp, flags, 0o600) };
+  });
   let size = 0;
   let unacked = 0;
   return new Promise((resolve, reject) => {
@@ -279,7 +300,11 @@ export function write(params: GuestOps['file.write']['params'], channel: Channel
       } catch {
         /* already closed */
       }
-      fsp.rm(tmp, { force: true }).catch(() => undefined);
+      try {
+        asUser(user, () => rmSync(tmp, { force: true }));
+      } catch (err) {
+        process.stderr.write(`warren-agent: cannot remove ${tmp}: ${(err as Error).message}\n`);
+      }
     };
     channel.acceptStream(stream, {
       onData(chunk) {
@@ -302,18 +327,16 @@ export function write(params: GuestOps['file.write']['params'], channel: Channel
       },
       onEnd() {
         try {
+          const mode = params.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
+          // Root keeps a replaced file's owner; a user's upload belongs to the user, as a
+          // file an editor saves by rename does.
+          if (user.uid === 0 && existing) fchownSync(fd, existing.uid, existing.gid);
+          // On the descriptor, after chown (which clears set-id bits), never by path.
+          fchmodSync(fd, mode);
           fsyncSync(fd);
           closeSync(fd);
-          const mode = params.mode ?? (existing ? existing.mode & 0o7777 : 0o644);
-          const owner = existing ? { uid: existing.uid, gid: existing.gid } : { uid: user.uid, gid: user.gid };
-          void fsp
-            .chmod(tmp, mode)
-            .then(() => fsp.chown(tmp, owner.uid, owner.gid))
-            .then(() => fsp.rename(tmp, abs))
-            .then(() => resolve({ size, path: abs }), (err) => {
-              cleanup();
-              reject(err);
-            });
+          asUser(user, () => renameSync(tmp, abs));
+          resolve({ size, path: abs });
         } catch (err) {
           cleanup();
           reject(err);

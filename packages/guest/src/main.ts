@@ -79,10 +79,10 @@ function serve(): void {
       return forwards.apply(p.forwards);
     },
     'fs.stat': (p) => files.stat(p),
-    'fs.list': async (p) => ({ entries: await files.list(p) }),
+    'fs.list': (p) => ({ entries: files.list(p) }),
     'fs.mkdir': (p) => files.mkdir(p),
     'fs.move': (p) => files.move(p),
-    'fs.remove': async (p) => ({ removed: await files.remove(p) }),
+    'fs.remove': (p) => ({ removed: files.remove(p) }),
   };
   const handle = (req: GuestRequest, channel: Channel): Promise<unknown> => dispatchGuestRequest(handlers, req, { channel });
 
