@@ -10,7 +10,7 @@ import { copyFileSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSy
 import { closeSync, constants as fsConstants, fchmodSync, fchownSync, fstatSync, fsyncSync, lchownSync, chmodSync, openSync, readSync, utimesSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { STREAM_WINDOW_BYTES, WarrenError, type FileStat, type FileType, type GuestOps } from '@warren/protocol/wire';
+import { ReceiveCredit, WarrenError, type FileStat, type FileType, type GuestOps } from '@warren/protocol/wire';
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import { asUser } from './as-user.js';
 import type { Channel, OutgoingStream } from './channel.js';
@@ -292,7 +292,7 @@ export function write(params: GuestOps['file.write']['params'], channel: Channel
     return { existing, fd: openSync(tmp, flags, 0o600) };
   });
   let size = 0;
-  let unacked = 0;
+  const credit = new ReceiveCredit((bytes) => channel.sendMessage({ event: 'credit', stream, bytes }));
   return new Promise((resolve, reject) => {
     const cleanup = () => {
       try {
@@ -317,13 +317,7 @@ export function write(params: GuestOps['file.write']['params'], channel: Channel
           return;
         }
         size += chunk.length;
-        unacked += chunk.length;
-        // Credit in half-window steps, as the daemon grants it for reads: each message
-        // costs a trip through the Sentry, and the sender stalls only after two steps.
-        if (unacked >= STREAM_WINDOW_BYTES / 2) {
-          channel.sendMessage({ event: 'credit', stream, bytes: unacked });
-          unacked = 0;
-        }
+        credit.consumed(chunk.length);
       },
       onEnd() {
         try {
