@@ -217,8 +217,11 @@ export const QUIET_IDLE_PERCENT = 90;
 export async function cpuSample(ms = 1000): Promise<{ idle: number; steal: number }> {
   const read = () => {
     // cpu  user nice system idle iowait irq softirq steal guest guest_nice
-    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1, 9).map(Number);
-    return { total: f.reduce((a, b) => a + b, 0), idle: f[3] + f[4], steal: f[7] };
+    const [cpu = ''] = readFileSync('/proc/stat', 'utf8').split('\n');
+    const f = cpu.trim().split(/\s+/).slice(1, 9).map(Number);
+    // A field the kernel left out makes the sample NaN, not 0.
+    const [, , , idle = NaN, iowait = NaN, , , steal = NaN] = f;
+    return { total: f.reduce((a, b) => a + b, 0), idle: idle + iowait, steal };
   };
   const a = read();
   await new Promise((r) => setTimeout(r, ms));

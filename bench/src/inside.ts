@@ -34,6 +34,13 @@ function parse(stdout: string, what: string): ScriptResult {
   }
 }
 
+/** The values of the first measurement whose name matches; a script that did not make it is an error. */
+export function valuesOf(result: ScriptResult, matches: (name: string) => boolean, what: string): number[] {
+  const found = Object.entries(result.results).find(([name]) => matches(name));
+  if (!found) throw new Error(`${what} made no such measurement (errors: ${JSON.stringify(result.errors ?? {})})`);
+  return found[1];
+}
+
 export class InSandbox {
   private uploaded = false;
 

@@ -57,7 +57,7 @@ function usage(msg?: string, code = 2): never {
 function parseIters(spec: string | undefined, iters: Iters): void {
   if (!spec) return;
   for (const part of spec.split(',').filter(Boolean)) {
-    const [k, v] = part.split('=');
+    const [k = '', v] = part.split('='); // split always yields a first field
     if (!(k in iters) || !/^\d+$/.test(v ?? '') || Number(v) < 1) usage(`bad iteration count "${part}"`);
     iters[k as keyof Iters] = Number(v);
   }
@@ -70,13 +70,14 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
   let nSpec: string | undefined;
   let json: string | undefined;
   const picked: SuiteName[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const a = argv[i];
-    if (a === '--n') nSpec = argv[++i];
+  // One iterator: an option that takes the next argument takes it from the same walk.
+  const args = argv.values();
+  for (const a of args) {
+    if (a === '--n') nSpec = args.next().value;
     else if (a.startsWith('--n=')) nSpec = a.slice(4);
-    else if (a === '--scale') scaleArg = Number(argv[++i]);
+    else if (a === '--scale') scaleArg = Number(args.next().value);
     else if (a.startsWith('--scale=')) scaleArg = Number(a.slice(8));
-    else if (a === '--json') json = argv[++i];
+    else if (a === '--json') json = args.next().value;
     else if (a.startsWith('--json=')) json = a.slice(7);
     else if (a === '-h' || a === '--help') usage(undefined, 0);
     else if ((SUITES as readonly string[]).includes(a)) picked.push(a as SuiteName);
@@ -94,7 +95,7 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
 
 function runscVersion(): string {
   try {
-    return execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0];
+    return execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
   } catch {
     return 'runsc: not found';
   }

@@ -29,9 +29,11 @@ export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
   const sorted = [...values].sort((a, b) => a - b);
   const rank = (p / 100) * (sorted.length - 1);
-  const lo = Math.floor(rank);
-  const hi = Math.ceil(rank);
-  return sorted[lo] + (sorted[hi] - sorted[lo]) * (rank - lo);
+  const lo = sorted[Math.floor(rank)];
+  const hi = sorted[Math.ceil(rank)];
+  // Missing only for p outside 0..100.
+  if (lo === undefined || hi === undefined) return NaN;
+  return lo + (hi - lo) * (rank - Math.floor(rank));
 }
 
 export interface Summary {
@@ -100,8 +102,8 @@ export class Report {
       } else if (r.isBaseline) ratio = `[baseline ${r.key}]`;
       lines.push([r.label, String(s.n), fmt(s.p50), fmt(s.p95), fmt(s.p99), r.unit, ratio]);
     }
-    const widths = header.map((_, i) => Math.max(...lines.map((l) => l[i].length)));
-    const out = lines.map((l) => l.map((c, i) => (i === 0 || i >= 5 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join('  ').trimEnd());
+    const widths = header.map((_, i) => Math.max(...lines.map((l) => (l[i] ?? '').length)));
+    const out = lines.map((l) => l.map((c, i) => (i === 0 || i >= 5 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ').trimEnd());
     out.splice(1, 0, widths.map((w) => '-'.repeat(w)).join('  '));
     console.log(`\n== ${suite} ==`);
     console.log(out.join('\n'));

@@ -208,6 +208,7 @@ test('GET shows credentials redacted; forks inherit them; PUT adds them to a run
     assert.match(c.out, /\n200$/, c.out);
 
     const [child] = await sbx.forkTree(1);
+    assert.ok(child);
     try {
       assert.deepEqual(await child.getNetwork(), shown);
       const viaChild = await curl(child, `https://127.0.0.1:${port}/api`);

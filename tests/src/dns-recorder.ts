@@ -45,7 +45,7 @@ function parseQuestion(msg: Buffer): { name: string; type: number; end: number }
   const labels: string[] = [];
   let at = 12;
   while (at < msg.length) {
-    const len = msg[at];
+    const len = msg.readUInt8(at);
     if (len === 0) break;
     if (len > 63 || at + 1 + len > msg.length) return undefined; // compression is not used in questions
     labels.push(msg.toString('latin1', at + 1, at + 1 + len));
@@ -59,7 +59,7 @@ function parseQuestion(msg: Buffer): { name: string; type: number; end: number }
 function answer(query: Buffer, questionEnd: number, result: 'nxdomain' | string | undefined): Buffer {
   const header = Buffer.alloc(12);
   query.copy(header, 0, 0, 2); // id
-  const rd = query[2] & 0x01;
+  const rd = query.readUInt8(2) & 0x01;
   header[2] = 0x84 | rd; // response, authoritative, recursion desired as asked
   header[3] = 0x80 | (result === 'nxdomain' ? 3 : 0); // recursion available; rcode
   header.writeUInt16BE(1, 4);

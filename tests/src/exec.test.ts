@@ -320,5 +320,5 @@ test('a silent command keeps its stream alive with keepalive lines', { timeout: 
     lines.map((l) => l.type),
     ['start', 'keepalive', 'stdout', 'exit'],
   );
-  assert.equal(lines[2].data, 'done\n');
+  assert.equal(lines[2]?.data, 'done\n');
 });

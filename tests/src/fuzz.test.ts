@@ -81,7 +81,9 @@ class Generator {
     return this.rnd() < p;
   }
   private pick<T>(items: readonly T[]): T {
-    return items[this.int(items.length)];
+    const item = items[this.int(items.length)];
+    if (item === undefined) throw new Error('pick from an empty list');
+    return item;
   }
 
   private readonly strings = [

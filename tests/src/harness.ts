@@ -65,10 +65,10 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => reject(new Error(`daemon did not start in 30s:\n${output}`)), 30_000);
     const onData = () => {
-      const m = /listening on (http:\/\/[0-9.:]+)/.exec(output);
-      if (m) {
+      const [, url] = /listening on (http:\/\/[0-9.:]+)/.exec(output) ?? [];
+      if (url) {
         clearTimeout(timer);
-        resolve(m[1]);
+        resolve(url);
       }
     };
     child.stderr!.on('data', onData);

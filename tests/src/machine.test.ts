@@ -168,9 +168,11 @@ test('fork: children continue from the same instant and are independent', T, asy
     // The parent carried on, untouched by its children's calls.
     assert.equal(await count(parent), 3);
 
-    await children[0].files.write('mine.txt', 'only in child 0\n');
-    await children[0].exec('rm shared.txt', { check: true });
-    for (const other of [parent, children[1], children[2]]) {
+    const [child0, child1, child2] = children;
+    assert.ok(child0 && child1 && child2);
+    await child0.files.write('mine.txt', 'only in child 0\n');
+    await child0.exec('rm shared.txt', { check: true });
+    for (const other of [parent, child1, child2]) {
       assert.equal(await other.files.exists('mine.txt'), false, `${other.id} sees child 0's write`);
       assert.equal(await other.files.exists('shared.txt'), true, `${other.id} lost a file child 0 removed`);
     }
@@ -196,6 +198,7 @@ test('fork refuses bad input and keeps nothing half made', T, async () => {
     await sbx.exec('echo asleep > state.txt', { check: true });
     await sbx.hibernate();
     const [child] = await sbx.forkTree(1);
+    assert.ok(child);
     assert.equal((await child.files.readText('state.txt')), 'asleep\n');
     assert.equal((await sbx.refresh()).state, 'hibernated');
     await child.kill();
@@ -357,7 +360,9 @@ test('CLI: hibernate, resume, fork, snapshot create/ls/rm', T, async () => {
   assert.match(await warren('resume', id), new RegExp(`^${id} running`, 'm'));
   const kids = JSON.parse(await warren('fork', id, '--count', '2', '--json')) as Array<{ id: string; boot: string }>;
   assert.equal(kids.length, 2);
-  assert.match(await warren('info', kids[0].id), new RegExp(`^boot\\s+forked from ${id}$`, 'm'));
+  const [kid] = kids;
+  assert.ok(kid);
+  assert.match(await warren('info', kid.id), new RegExp(`^boot\\s+forked from ${id}$`, 'm'));
   const snap = (await warren('snapshot', 'create', id)).trim();
   assert.match(await warren('snapshot', 'ls'), new RegExp(`^${snap}\\s+${id}\\s+base`, 'm'));
   await warren('snapshot', 'rm', snap);

@@ -285,7 +285,8 @@ test("a command's lifetime is not tied to the HTTP request that started it", T, 
     buffered = lines.pop()!;
     for (const l of lines) if (l.trim()) events.push(JSON.parse(l) as ExecStreamEvent);
   }
-  const start = events[0];
+  const [start] = events;
+  assert.ok(start);
   assert.equal(start.type, 'start');
   const pid = (start as { pid: number }).pid;
   ac.abort();

@@ -61,7 +61,7 @@ test('ls and info show hostile metadata as visible escapes; --json is exact', T,
     const lines = ls.stdout.trimEnd().split('\n');
     assert.equal(lines.length, 2, `a header and one row, no fake line:\n${ls.stdout}`);
     for (const shown of ['title=\\x1b]0;pwned\\x07', 'clear=\\x1b[2J\\x1b[H', 'c1=\\u009b2J\\u009d0;owned\\u009c', 'bidi=safe\\u202eexe.sh', 'line=x\\nsb-fake000000 running base', '\\x1b[31mkey=red']) {
-      assert.ok(lines[1].includes(shown), `ls shows ${shown}: ${lines[1]}`);
+      assert.ok(lines[1]?.includes(shown), `ls shows ${shown}: ${lines[1]}`);
     }
 
     const info = warren('info', sbx.id);
@@ -120,7 +120,7 @@ test('egress shows a hostile Host header escaped; --json is exact', T, async () 
     assertInert(json.stdout.split('\n').join(''), 'warren egress --json');
     const entries = json.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as { host: string; reason?: string });
     assert.deepEqual(entries.map((e) => e.host), [hostile]);
-    assert.equal(entries[0].reason, entry.reason, 'the reason comes back exactly too');
+    assert.equal(entries[0]?.reason, entry.reason, 'the reason comes back exactly too');
   } finally {
     await sbx.kill();
   }

@@ -219,6 +219,7 @@ test('forwarders work in forks and after hibernate and resume', T, async () => {
   try {
     assert.equal((await pyConnect(sbx, NAME, port)).out, 'ready|echo hello from python');
     const [child] = await sbx.forkTree(1);
+    assert.ok(child);
     try {
       const c = await pyConnect(child, NAME, port);
       assert.equal(c.code, 0, c.err);

@@ -97,9 +97,11 @@ test('a killed sandbox is billed for its allocated resources while it ran, at th
 
   // Per API key and overall totals are the sums of the sandboxes.
   assert.equal(r.apiKeys.length, 1);
-  assert.equal(r.apiKeys[0].apiKeyId, 'admin');
-  assert.equal(r.apiKeys[0].sandboxes, r.sandboxes.length);
-  sameTotals(r.apiKeys[0], sum(r.sandboxes), 'admin key');
+  const [adminKey] = r.apiKeys;
+  assert.ok(adminKey);
+  assert.equal(adminKey.apiKeyId, 'admin');
+  assert.equal(adminKey.sandboxes, r.sandboxes.length);
+  sameTotals(adminKey, sum(r.sandboxes), 'admin key');
   sameTotals(r.total, sum(r.sandboxes), 'total');
   assert.equal(r.total.sandboxes, r.sandboxes.length);
 

@@ -345,8 +345,9 @@ async function auditCounts(sbx: Sandbox): Promise<{ total: number; denied: numbe
         firstDenied ??= `${e.host}:${e.port} ${e.reason ?? ''}`;
       }
     }
-    if (page.length < 1000) return { total, denied, firstDenied };
-    after = page[page.length - 1].id;
+    const last = page.at(-1);
+    if (page.length < 1000 || !last) return { total, denied, firstDenied };
+    after = last.id;
   }
 }
 

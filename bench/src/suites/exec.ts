@@ -4,13 +4,14 @@
  */
 import { spawn } from 'node:child_process';
 import type { Context } from '../context.js';
-import { InSandbox } from '../inside.js';
+import { InSandbox, valuesOf } from '../inside.js';
 
 const SUITE = 'exec';
 
-function hostSpawn(argv: string[]): Promise<void> {
+function hostSpawn(argv: [command: string, ...args: string[]]): Promise<void> {
+  const [command, ...args] = argv;
   return new Promise((resolve, reject) => {
-    const c = spawn(argv[0], argv.slice(1), { stdio: 'ignore' });
+    const c = spawn(command, args, { stdio: 'ignore' });
     c.on('error', reject);
     c.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${argv.join(' ')} exited ${code}`))));
   });
@@ -65,13 +66,13 @@ export async function runExec(ctx: Context): Promise<void> {
   }
 
   const r = ctx.report;
-  r.add({ key: 'sbx-spawnsync-true', suite: SUITE, label: 'in sandbox: node spawnSync(/bin/true) (floor)', unit: 'ms', values: floor.results['node spawnSync /bin/true'], isBaseline: true });
+  r.add({ key: 'sbx-spawnsync-true', suite: SUITE, label: 'in sandbox: node spawnSync(/bin/true) (floor)', unit: 'ms', values: valuesOf(floor, (name) => name === 'node spawnSync /bin/true', 'spawn.cjs'), isBaseline: true });
   r.add({
     key: 'sbx-bash-time-loop',
     suite: SUITE,
     label: 'in sandbox: bash time(for … /bin/true)/N',
     unit: 'ms',
-    values: shell.results[Object.keys(shell.results).find((k) => k.startsWith('bash time'))!],
+    values: valuesOf(shell, (name) => name.startsWith('bash time'), 'spawn.sh'),
     baseline: 'sbx-spawnsync-true',
     note: 'each value is the mean of one loop of N spawns',
   });

@@ -106,6 +106,7 @@ export async function runMachine(ctx: Context): Promise<void> {
   const alive = await busy.exec(['true']);
   if (alive.exitCode !== 0) throw new Error(`busy sandbox ${busy.id} does not answer after a raw checkpoint`);
   await forkOnce(1, async ([child]) => {
+    if (!child) throw new Error('forkTree(1) returned no sandbox');
     const rss = await holderRss(child, holder.pid);
     if (rss < HOLD_MIB * 1024 * 1024) throw new Error(`fork child ${child.id}: the python3 holder has ${fmt(rss / MB)} MB resident, expected ≥ ${HOLD_MIB} MiB`);
   });
@@ -117,6 +118,7 @@ export async function runMachine(ctx: Context): Promise<void> {
   const parentDisk: number[] = [];
   const childDisk: number[] = [];
   const diskAfterFork = async ([child]: Sandbox[]) => {
+    if (!child) throw new Error('forkTree returned no sandbox');
     const [c, p] = await Promise.all([Sandbox.connect(child.id, d.conn), Sandbox.connect(busy.id, d.conn)]);
     childDisk.push((c.info.diskBytes ?? NaN) / MB);
     parentDisk.push((p.info.diskBytes ?? NaN) / MB);
@@ -194,9 +196,11 @@ export async function runMachine(ctx: Context): Promise<void> {
 
   // The report.
   const r = ctx.report;
-  const paused = (s: ForkSample[]) => s.map((x) => forkLog.get(x.childIds[0])?.parentPausedMs).filter((v): v is number => v !== undefined);
-  const held = (s: ForkSample[]) => s.map((x) => forkLog.get(x.childIds[0])?.channelHeldMs).filter((v): v is number => v !== undefined);
-  const total = (s: ForkSample[]) => s.map((x) => forkLog.get(x.childIds[0])?.totalMs).filter((v): v is number => v !== undefined);
+  // A fork's log line names every child; the first finds it.
+  const logOf = ({ childIds: [first] }: ForkSample) => (first === undefined ? undefined : forkLog.get(first));
+  const paused = (s: ForkSample[]) => s.map((x) => logOf(x)?.parentPausedMs).filter((v): v is number => v !== undefined);
+  const held = (s: ForkSample[]) => s.map((x) => logOf(x)?.channelHeldMs).filter((v): v is number => v !== undefined);
+  const total = (s: ForkSample[]) => s.map((x) => logOf(x)?.totalMs).filter((v): v is number => v !== undefined);
   const pausedAll = [...paused(fork1), ...paused(fork3), ...paused(fork8)];
   if (pausedAll.length !== fork1.length + fork3.length + fork8.length) throw new Error(`found ${pausedAll.length} "sandbox forked" log lines for ${fork1.length + fork3.length + fork8.length} forks`);
 

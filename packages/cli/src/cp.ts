@@ -10,8 +10,8 @@ interface Side {
 }
 
 export function parseSide(arg: string): Side {
-  const m = /^(sb-[a-z0-9]+):(.+)$/.exec(arg);
-  return m ? { sandbox: m[1], path: m[2] } : { path: arg };
+  const [, sandbox, path] = /^(sb-[a-z0-9]+):(.+)$/.exec(arg) ?? [];
+  return sandbox && path ? { sandbox, path } : { path: arg };
 }
 
 export async function copy(src: string, dst: string, user?: string): Promise<number> {

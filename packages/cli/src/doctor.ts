@@ -23,7 +23,7 @@ function runscCheck(): Check {
     return {
       name: 'runsc',
       ok,
-      detail: out.split('\n')[0],
+      detail: out.split('\n')[0] ?? '',
       fix: ok ? undefined : 'install runsc from bookworm-backports: bash scripts/setup.sh (or apt-get install -t bookworm-backports runsc)',
     };
   } catch {

@@ -104,7 +104,7 @@ program
     if (opts.json) printJson(sbx.info);
     else {
       const i = sbx.info;
-      const lines = [
+      const lines: Array<[label: string, value: string]> = [
         ['id', i.id],
         ['state', i.state + (i.error ? ` (${i.error})` : '')],
         ['template', `${i.template} (version ${i.templateVersion})`],

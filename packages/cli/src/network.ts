@@ -54,7 +54,7 @@ export function registerNetworkCommands(program: Command): void {
       let header = !opts.json;
       for (;;) {
         const entries = await sbx.egressLog({ after, limit: 1000 });
-        if (entries.length) after = entries[entries.length - 1].id;
+        after = entries.at(-1)?.id ?? after;
         if (opts.json) for (const e of entries) process.stdout.write(jsonText(e) + '\n');
         else if (entries.length || header) {
           process.stdout.write(egressRows(entries, header));

@@ -54,8 +54,8 @@ export function printJson(value: unknown): void {
 /** Columns padded to the widest cell; every cell is made safe first. */
 export function table(rows: string[][]): string {
   const cells = rows.map((r) => r.map((c) => safe(c ?? '')));
-  const widths = cells[0].map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((cell, i) => cell.padEnd(widths[i])).join('  ').trimEnd()).join('\n') + '\n';
+  const widths = (cells[0] ?? []).map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
+  return cells.map((r) => r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
 }
 
 /** `k=v` pairs for one line (tables and `warren info`). */

@@ -8,8 +8,9 @@ const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 8
 /** WHEN: an ISO 8601 date or time, or a duration back from now (`30m`, `2h`, `7d`). */
 export function parseWhen(option: string, now = Date.now()) {
   return (value: string): Date => {
-    const relative = /^(\d+(?:\.\d+)?)([smhdw])$/.exec(value.trim());
-    if (relative) return new Date(now - Number(relative[1]) * UNIT_MS[relative[2]]);
+    const [, amount, unit] = /^(\d+(?:\.\d+)?)([smhdw])$/.exec(value.trim()) ?? [];
+    const unitMs = unit && UNIT_MS[unit];
+    if (amount && unitMs) return new Date(now - Number(amount) * unitMs);
     const at = Date.parse(value);
     if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at)) {
       throw new Error(`${option} must be an ISO 8601 date or time (2024-05-01, 2024-05-01T12:00:00Z) or a duration back from now (30m, 2h, 7d), got '${value}'`);

@@ -38,10 +38,10 @@ export function parseHints(hints: unknown): ConnectHint[] {
 export function hintedConnect(chunk: Buffer, hints: ConnectHint[]): { target: TcpForward; headLength: number } | undefined {
   const end = chunk.indexOf('\r\n\r\n');
   if (end < 0) return undefined;
-  const m = REQUEST_LINE.exec(chunk.subarray(0, chunk.indexOf('\r\n')).toString('latin1'));
-  if (!m) return undefined;
-  const host = m[1].toLowerCase();
-  const port = Number(m[2]);
+  const [, name, portText] = REQUEST_LINE.exec(chunk.subarray(0, chunk.indexOf('\r\n')).toString('latin1')) ?? [];
+  if (!name || !portText) return undefined;
+  const host = name.toLowerCase();
+  const port = Number(portText);
   if (port < 1 || port > 65535 || !NAME.test(host)) return undefined;
   const covered = hints.some((h) => (h.port === undefined || h.port === port) && (h.suffix ? host.endsWith(`.${h.host}`) : host === h.host));
   return covered ? { target: { host, port }, headLength: end + 4 } : undefined;

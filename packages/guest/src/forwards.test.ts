@@ -52,7 +52,7 @@ test('listeners and the hosts block follow the list; each connection names its f
     assert.doesNotMatch(readFileSync(hosts, 'utf8'), /db\.example\.com/);
     // A name that comes back gets its old address.
     const back = await forwards.apply([{ host: 'db.example.com', port }]);
-    assert.equal(back.forwards[0].address, '127.77.0.1');
+    assert.equal(back.forwards[0]?.address, '127.77.0.1');
     await forwards.apply([]);
     assert.equal(readFileSync(hosts, 'utf8'), '');
   } finally {
@@ -70,7 +70,7 @@ test('a port taken on every address is reported and its name not mapped; bad nam
   const forwards = new Forwards((socket) => socket.destroy(), hosts);
   try {
     const r = await forwards.apply([{ host: 'db.example.com', port }]);
-    assert.match(r.forwards[0].error ?? '', new RegExp(`already listens on port ${port}`));
+    assert.match(r.forwards[0]?.error ?? '', new RegExp(`already listens on port ${port}`));
     assert.throws(() => readFileSync(hosts), /ENOENT/);
     assert.throws(() => forwards.apply([{ host: 'evil.example.com\n10.0.0.1 x', port: 1 }]), /not a host name and port/);
     assert.throws(() => forwards.apply([{ host: 'a.example.com', port: 70000 }]), /not a host name and port/);

@@ -338,7 +338,7 @@ function readText(file: OutputFile, offset: number, max: number, running: boolea
   if (!running && offset + buf.length >= file.size) return buf;
   // Find the start of the last character and check that all its bytes are here.
   for (let back = 1; back <= Math.min(4, buf.length); back++) {
-    const b = buf[buf.length - back];
+    const b = buf.readUInt8(buf.length - back);
     if ((b & 0xc0) === 0x80) continue; // continuation byte
     const need = b >= 0xf0 ? 4 : b >= 0xe0 ? 3 : b >= 0xc0 ? 2 : 1;
     return need > back ? buf.subarray(0, buf.length - back) : buf;

@@ -116,8 +116,9 @@ export class Spawner {
   }
 
   private onReply([kind, ...args]: string[]): void {
-    const nums = args.map(Number);
     if (kind === 'spawned') {
+      const nums = replyNumbers(kind, args, 5);
+      if (!nums) return;
       const [id, pid, inFd, outFd, errFd] = nums;
       const waiter = this.pending.get(id);
       this.pending.delete(id);
@@ -145,6 +146,8 @@ export class Spawner {
       }
       waiter?.resolve(spawned);
     } else if (kind === 'failed') {
+      const nums = replyNumbers(kind, args, 2);
+      if (!nums) return;
       const [id, errno] = nums;
       const waiter = this.pending.get(id);
       this.pending.delete(id);
@@ -155,12 +158,16 @@ export class Spawner {
           : new WarrenError('internal', `cannot start command: ${name}`),
       );
     } else if (kind === 'done') {
+      const nums = replyNumbers(kind, args, 2);
+      if (!nums) return;
       const [id, errno] = nums;
       const waiter = this.pendingDone.get(id);
       this.pendingDone.delete(id);
       if (errno === 0) waiter?.resolve();
       else waiter?.reject(new WarrenError('internal', `warren-init: ${errnoName(errno)}`));
     } else if (kind === 'exit') {
+      const nums = replyNumbers(kind, args, 3);
+      if (!nums) return;
       const [pid, code, signal] = nums;
       const done = this.running.get(pid);
       this.running.delete(pid); // an orphan reaped by init is not ours: nothing to do
@@ -193,6 +200,20 @@ function openPipe(fd: number, mode: 'read' | 'write'): net.Socket {
   const flags = (mode === 'read' ? fsConstants.O_RDONLY : fsConstants.O_WRONLY) | fsConstants.O_NONBLOCK;
   const own = openSync(`/proc/${INIT_PID}/fd/${fd}`, flags);
   return new net.Socket({ fd: own, readable: mode === 'read', writable: mode === 'write' });
+}
+
+type Numbers<N extends number, T extends number[] = []> = T['length'] extends N ? T : Numbers<N, [...T, number]>;
+
+/**
+ * The first `count` fields of a reply as numbers. A shorter line means init and the agent
+ * disagree on the protocol: it is reported and dropped, as an unknown kind is.
+ */
+function replyNumbers<N extends number>(kind: string, args: string[], count: N): Numbers<N> | undefined {
+  if (args.length < count) {
+    process.stderr.write(`warren-agent: warren-init sent '${kind}' with ${args.length} fields, expected ${count}\n`);
+    return undefined;
+  }
+  return args.slice(0, count).map(Number) as Numbers<N>;
 }
 
 function errnoName(errno: number): string {

@@ -1,7 +1,7 @@
 /** The Sandbox class: the SDK's entry point. */
 import type { CreateSandboxRequest, EgressEntry, EgressList, ExecRequest, ExecResult, ForkResult, Metadata, NetworkPolicy, PortUrl, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
-import { CommandError } from './errors.js';
+import { CommandError, InternalError } from './errors.js';
 import { Files } from './files.js';
 import { consumeExecStream, ProcessHandle, Processes, type OutputCallbacks } from './processes.js';
 
@@ -152,7 +152,9 @@ export class Sandbox {
    * @example const attempt = await sbx.fork({ metadata: { attempt: '1' } })
    */
   async fork(opts: ForkOptions = {}): Promise<Sandbox> {
-    return (await this.forkTree(1, opts))[0];
+    const [child] = await this.forkTree(1, opts);
+    if (!child) throw new InternalError('the daemon answered a fork of one with no sandbox', 'internal');
+    return child;
   }
 
   /**

@@ -80,17 +80,17 @@ export class FileService {
 function splitAt(parts: Buffer[], n: number): [Buffer[], Buffer[]] {
   const head: Buffer[] = [];
   let left = n;
-  let i = 0;
-  for (; i < parts.length && left > 0; i++) {
-    if (parts[i].length <= left) {
-      head.push(parts[i]);
-      left -= parts[i].length;
+  for (const [i, part] of parts.entries()) {
+    if (left <= 0) return [head, parts.slice(i)];
+    if (part.length <= left) {
+      head.push(part);
+      left -= part.length;
     } else {
-      head.push(parts[i].subarray(0, left));
-      return [head, [parts[i].subarray(left), ...parts.slice(i + 1)]];
+      head.push(part.subarray(0, left));
+      return [head, [part.subarray(left), ...parts.slice(i + 1)]];
     }
   }
-  return [head, parts.slice(i)];
+  return [head, []];
 }
 
 /**

@@ -325,8 +325,9 @@ export class GuestClient {
     while (index < parts.length) {
       const frame: Buffer[] = [];
       let length = 0;
-      while (index < parts.length && length < MAX_FRAME_PAYLOAD) {
+      while (length < MAX_FRAME_PAYLOAD) {
         const part = parts[index];
+        if (part === undefined) break; // every part is framed
         const take = Math.min(part.length - at, MAX_FRAME_PAYLOAD - length);
         if (take > 0) frame.push(part.subarray(at, at + take));
         length += take;

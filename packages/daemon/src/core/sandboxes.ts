@@ -483,9 +483,10 @@ export class SandboxService {
         );
         const failed = children.filter((c): c is PromiseRejectedResult => c.status === 'rejected');
         const made = children.filter((c): c is PromiseFulfilledResult<SandboxInfo> => c.status === 'fulfilled').map((c) => c.value);
-        if (failed.length) {
+        const [firstFailure] = failed;
+        if (firstFailure) {
           await Promise.all(made.map((c) => this.kill(c.id, 'fork failed').catch(() => undefined)));
-          const why = (failed[0].reason as Error).message;
+          const why = (firstFailure.reason as Error).message;
           throw new WarrenError('unavailable', `fork of ${id} failed: ${failed.length} of ${req.count} children could not start (${why}); no child was kept, the parent is unharmed`);
         }
         const totalMs = Date.now() - started;
@@ -710,7 +711,8 @@ export class SandboxService {
     const limit = q.limit ?? 100;
     const rows = this.opts.registry.list({ state: q.state, metadata: q.metadata, limit: limit + 1, after: q.cursor });
     const page = rows.slice(0, limit);
-    return { sandboxes: page.map(toInfo), ...(rows.length > limit ? { nextCursor: page[page.length - 1].id } : {}) };
+    const last = rows.length > limit ? page.at(-1) : undefined;
+    return { sandboxes: page.map(toInfo), ...(last ? { nextCursor: last.id } : {}) };
   }
 
   setTtl(id: string, ttlSeconds: number): SandboxInfo {

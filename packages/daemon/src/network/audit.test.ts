@@ -24,7 +24,7 @@ test('records attempts, fills in bytes when they finish, lists them oldest first
     ]);
     // finish without a reason keeps the one recorded.
     log.finish(denied, 1, 2);
-    assert.equal(log.list('sb-a')[1].reason, 'closed by client');
+    assert.equal(log.list('sb-a')[1]?.reason, 'closed by client');
     // Optional fields stay absent rather than null.
     const noMethod = log.record({ time: 1003, sandboxId: 'sb-c', host: '10.0.0.1', port: 22, bytesUp: 0, bytesDown: 0, decision: 'denied' });
     assert.deepEqual(log.list('sb-c'), [{ id: noMethod, time: 1003, sandboxId: 'sb-c', host: '10.0.0.1', port: 22, bytesUp: 0, bytesDown: 0, decision: 'denied' }]);
@@ -55,9 +55,10 @@ test('pages by id: afterId and limit, default 100, at most 1000', () => {
     const seen: number[] = [];
     for (let after = 0; ; ) {
       const page = log.list('sb-a', { afterId: after, limit: 250 });
-      if (page.length === 0) break;
+      const last = page.at(-1);
+      if (!last) break;
       seen.push(...page.map((e) => e.id));
-      after = page[page.length - 1].id;
+      after = last.id;
     }
     assert.deepEqual(seen, ids);
   } finally {
@@ -94,6 +95,7 @@ test('host, path and other client strings are capped at 2048 characters', () => 
     // A cut that would split a surrogate pair drops the lone half.
     log.record(attempt('sb-a', 2, { path: `${'p'.repeat(2047)}😀tail` }));
     const [long, emoji] = log.list('sb-a');
+    assert.ok(long && emoji);
     assert.equal(long.host.length, 2048);
     assert.equal(long.path?.length, 2048);
     assert.equal(long.method?.length, 2048);

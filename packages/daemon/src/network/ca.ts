@@ -180,7 +180,7 @@ async function issueLeaf(ca: LoadedCa, host: string): Promise<tls.SecureContext>
 /** A positive 128-bit serial (the high bit clear so DER keeps it positive). */
 function serial(): string {
   const bytes = randomBytes(16);
-  bytes[0] &= 0x7f;
+  bytes[0] = bytes.readUInt8(0) & 0x7f;
   return bytes.toString('hex');
 }
 

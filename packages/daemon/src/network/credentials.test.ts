@@ -32,7 +32,7 @@ test('valid credentials are normalised', () => {
   );
   assert.deepEqual(parsed[0], { host: 'api.example.com', port: 443, headers: [['authorization', SECRET]] });
   assert.deepEqual(parsed[1], { host: 'git.example.org', headers: [['x-token', 'a'], ['x-other', 'b']] });
-  assert.equal(parsed[3].host, '2001:db8::1');
+  assert.equal(parsed[3]?.host, '2001:db8::1');
   assert.deepEqual(credentialRules(parsed).map((c) => c.host), ['api.example.com:443', 'git.example.org', '127.0.0.1:8443', '[2001:db8::1]:443']);
   assert.deepEqual(parseCredentials(undefined, policy), []);
 });
@@ -45,8 +45,8 @@ test('lookup: exact port first, then a rule without a port; names compare withou
     ],
     parsePolicy(['git.example.org']),
   );
-  assert.equal(credentialFor(parsed, 'GIT.example.org.', 8443)?.headers[0][1], 'port 8443');
-  assert.equal(credentialFor(parsed, 'git.example.org', 443)?.headers[0][1], 'any port');
+  assert.equal(credentialFor(parsed, 'GIT.example.org.', 8443)?.headers[0]?.[1], 'port 8443');
+  assert.equal(credentialFor(parsed, 'git.example.org', 443)?.headers[0]?.[1], 'any port');
   assert.equal(credentialFor(parsed, 'other.example.org', 443), undefined);
   assert.equal(credentialFor(undefined, 'git.example.org', 443), undefined);
 });

@@ -91,15 +91,15 @@ function parseHost(text: unknown, field: string): { host: string; port?: number 
   let host: string;
   let portText: string | undefined;
   if (t.startsWith('[')) {
-    const m = /^\[([^\]]+)\](?::(.*))?$/.exec(t);
-    if (!m || !isIPv6(m[1])) throw invalid(field, `'${t}' is not a valid [IPv6]:PORT`);
-    host = m[1].toLowerCase();
-    portText = m[2];
+    const [, address, port] = /^\[([^\]]+)\](?::(.*))?$/.exec(t) ?? [];
+    if (!address || !isIPv6(address)) throw invalid(field, `'${t}' is not a valid [IPv6]:PORT`);
+    host = address.toLowerCase();
+    portText = port;
   } else {
-    const parts = t.split(':');
-    if (parts.length > 2) throw invalid(field, `'${t}': IPv6 addresses go in brackets`);
-    host = parts[0].toLowerCase().replace(/\.$/, '');
-    portText = parts[1];
+    const [name = '', port, ...more] = t.split(':'); // split always yields a first field
+    if (more.length) throw invalid(field, `'${t}': IPv6 addresses go in brackets`);
+    host = name.toLowerCase().replace(/\.$/, '');
+    portText = port;
     if (!isIPv4(host) && !/^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9_-]*[a-z0-9])?)+$/.test(host)) {
       throw invalid(field, `'${t}' is not a valid host name`);
     }

@@ -5,7 +5,7 @@
  */
 import type http from 'node:http';
 import type { EgressRecord } from './audit.js';
-import { HOP_BY_HOP_HEADERS } from './headers.js';
+import { HOP_BY_HOP_HEADERS, rawHeaderPairs } from './headers.js';
 
 export const MAX_AUDITED_PATH = 2048;
 export const MAX_AUDITED_HOST = 256;
@@ -43,17 +43,17 @@ const HOP_BY_HOP = new Set([...HOP_BY_HOP_HEADERS, 'expect', 'host']);
  * a URL parser would (case, punycode, numeric IPv4 forms), so the policy sees one spelling.
  */
 export function parseAuthority(text: string, defaultPort: number | undefined): Target {
-  const m = /^(\[[0-9A-Fa-f:.]+\]|[^\s:/?#@[\]\\]+)(?::([0-9]{1,5}))?$/.exec(text);
-  if (!m) throw new Refusal(400, `'${truncate(text, MAX_AUDITED_HOST)}' is not a valid host:port`);
-  const port = m[2] === undefined ? defaultPort : Number(m[2]);
+  const [, name, portText] = /^(\[[0-9A-Fa-f:.]+\]|[^\s:/?#@[\]\\]+)(?::([0-9]{1,5}))?$/.exec(text) ?? [];
+  if (name === undefined) throw new Refusal(400, `'${truncate(text, MAX_AUDITED_HOST)}' is not a valid host:port`);
+  const port = portText === undefined ? defaultPort : Number(portText);
   if (port === undefined) throw new Refusal(400, `'${truncate(text, MAX_AUDITED_HOST)}' has no port`);
-  if (!(port >= 1 && port <= 65535)) throw new Refusal(400, `port ${m[2]} is out of range`);
+  if (!(port >= 1 && port <= 65535)) throw new Refusal(400, `port ${portText} is out of range`);
   let hostname: string;
   try {
-    hostname = new URL(`http://${m[1]}/`).hostname;
+    hostname = new URL(`http://${name}/`).hostname;
   } catch {
     // URL's own error message says nothing more useful than this one.
-    throw new Refusal(400, `'${truncate(m[1], MAX_AUDITED_HOST)}' is not a valid host name`);
+    throw new Refusal(400, `'${truncate(name, MAX_AUDITED_HOST)}' is not a valid host name`);
   }
   const host = hostname.startsWith('[') ? hostname.slice(1, -1) : hostname;
   return { host, port };
@@ -62,7 +62,7 @@ export function parseAuthority(text: string, defaultPort: number | undefined): T
 /** The Host header, if present, must name the URL's host and port: no forged virtual host. */
 export function checkHostHeader(req: http.IncomingMessage, target: Target, defaultPort = 80): void {
   let count = 0;
-  for (let i = 0; i < req.rawHeaders.length; i += 2) if (req.rawHeaders[i].toLowerCase() === 'host') count++;
+  for (const [name] of rawHeaderPairs(req.rawHeaders)) if (name.toLowerCase() === 'host') count++;
   if (count > 1) throw new Refusal(400, 'more than one Host header');
   const header = req.headers.host;
   if (header === undefined) return; // HTTP/1.0: the URL decides, and the forwarded Host is set from it
@@ -81,11 +81,10 @@ export function checkHostHeader(req: http.IncomingMessage, target: Target, defau
 export function forwardedRequestHeaders(req: http.IncomingMessage, target: Target, defaultPort = 80): http.OutgoingHttpHeaders {
   const drop = connectionTokens(req.headers.connection);
   const headers: Record<string, string | string[]> = {};
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i].toLowerCase();
+  for (const [rawName, value] of rawHeaderPairs(req.rawHeaders)) {
+    const name = rawName.toLowerCase();
     if (HOP_BY_HOP.has(name) || drop.has(name)) continue;
     const previous = headers[name];
-    const value = req.rawHeaders[i + 1];
     headers[name] = previous === undefined ? value : Array.isArray(previous) ? [...previous, value] : [previous, value];
   }
   headers.host = hostPort(target, defaultPort);
@@ -98,10 +97,10 @@ export function forwardedRequestHeaders(req: http.IncomingMessage, target: Targe
 export function forwardedResponseHeaders(res: http.IncomingMessage): string[] {
   const drop = connectionTokens(res.headers.connection);
   const flat: string[] = [];
-  for (let i = 0; i < res.rawHeaders.length; i += 2) {
-    const name = res.rawHeaders[i].toLowerCase();
-    if (HOP_BY_HOP.has(name) || drop.has(name)) continue;
-    flat.push(res.rawHeaders[i], res.rawHeaders[i + 1]);
+  for (const [name, value] of rawHeaderPairs(res.rawHeaders)) {
+    const lower = name.toLowerCase();
+    if (HOP_BY_HOP.has(lower) || drop.has(lower)) continue;
+    flat.push(name, value);
   }
   return flat;
 }

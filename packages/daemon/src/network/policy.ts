@@ -240,7 +240,7 @@ function nameProblem(name: string, allowUnderscore: boolean): string | undefined
       return `label '${l}' must be letters, digits and '-'${allowUnderscore ? " or '_'" : ''}, not starting or ending with '-'`;
     }
   }
-  if (!/^[a-z]/.test(labels[labels.length - 1])) {
+  if (!/^[a-z]/.test(labels.at(-1) ?? '')) {
     return "the last label must start with a letter (a numeric form is read as an IP address; write IP addresses as a.b.c.d)";
   }
   return undefined;
@@ -370,7 +370,7 @@ function parseIp(text: string): IpAddress | undefined {
     if (!part) return [];
     return part.split(':').flatMap((g) => {
       if (!g.includes('.')) return [parseInt(g, 16)];
-      const [a, b, c, d] = g.split('.').map(Number);
+      const [a = 0, b = 0, c = 0, d = 0] = g.split('.').map(Number); // isIPv6 passed: all four are there
       return [(a << 8) | b, (c << 8) | d];
     });
   };
@@ -388,7 +388,8 @@ function parseIp(text: string): IpAddress | undefined {
 /** RFC 5952 text for IPv6 (lower case, longest zero run as '::'), dotted quad for IPv4. */
 function formatIp(ip: IpAddress): string {
   if (ip.family === 4) return Array.from(ip.bytes).join('.');
-  const groups = Array.from({ length: 8 }, (_, i) => (ip.bytes[2 * i] << 8) | ip.bytes[2 * i + 1]);
+  const view = new DataView(ip.bytes.buffer, ip.bytes.byteOffset, ip.bytes.byteLength);
+  const groups = Array.from({ length: 8 }, (_, i) => view.getUint16(2 * i));
   let bestStart = -1;
   let bestLength = 1; // a single zero group is not shortened
   for (let i = 0; i < 8; ) {

@@ -16,7 +16,7 @@ import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
 import { WarrenError } from '@warren/protocol';
-import { HOP_BY_HOP_HEADERS } from './headers.js';
+import { HOP_BY_HOP_HEADERS, rawHeaderPairs } from './headers.js';
 
 export const PORT_TOKEN_PARAM = 'warren_token';
 export const PORT_TOKEN_COOKIE = 'warren_port_token';
@@ -24,11 +24,11 @@ const HOST_PATTERN = /^(\d{1,5})-(sb-[a-z0-9]+)\.localhost(?::\d+)?$/i;
 
 /** The sandbox and port a request's Host header names, if it is a port URL. */
 export function parsePortHost(host: string | undefined): { sandboxId: string; port: number } | undefined {
-  const m = host ? HOST_PATTERN.exec(host) : null;
-  if (!m) return undefined;
-  const port = Number(m[1]);
+  const [, portText, sandboxId] = (host ? HOST_PATTERN.exec(host) : null) ?? [];
+  if (!portText || !sandboxId) return undefined;
+  const port = Number(portText);
   if (port < 1 || port > 65535) return undefined;
-  return { sandboxId: m[2].toLowerCase(), port };
+  return { sandboxId: sandboxId.toLowerCase(), port };
 }
 
 export function portUrl(sandboxId: string, port: number, daemonPort: number, token?: string): string {
@@ -122,16 +122,15 @@ export function forwardHttp(conn: Duplex, request: Request, path: string): Promi
  */
 export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: Duplex, head: Buffer, path: string): void {
   const lines = [`${req.method} ${path} HTTP/1.1`];
-  for (let i = 0; i < req.rawHeaders.length; i += 2) {
-    const name = req.rawHeaders[i];
+  for (const [name, value] of rawHeaderPairs(req.rawHeaders)) {
     const lower = name.toLowerCase();
     if (lower === 'authorization' || lower === 'proxy-authorization') continue;
     if (lower === 'cookie') {
-      const rest = withoutTokenCookie(req.rawHeaders[i + 1]);
+      const rest = withoutTokenCookie(value);
       if (rest) lines.push(`cookie: ${rest}`);
       continue;
     }
-    lines.push(`${name}: ${req.rawHeaders[i + 1]}`);
+    lines.push(`${name}: ${value}`);
   }
   conn.write(lines.join('\r\n') + '\r\n\r\n');
   if (head.length) conn.write(head);

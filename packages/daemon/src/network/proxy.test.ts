@@ -83,7 +83,11 @@ async function startProxy(rules: string[], maxStreamsPerSandbox?: number) {
     log: pino({ level: 'silent' }),
     audit: {
       start: (r) => audit.push({ ...r, finished: false }) - 1,
-      finish: (id, up, down) => Object.assign(audit[id], { bytesUp: up, bytesDown: down, finished: true }),
+      finish: (id, up, down) => {
+        const entry = audit[id];
+        assert.ok(entry, `finish of unknown audit entry ${id}`);
+        Object.assign(entry, { bytesUp: up, bytesDown: down, finished: true });
+      },
     },
     lookup,
     connectTimeoutMs: 2000,
@@ -186,8 +190,9 @@ test('an allowed plain GET returns the upstream body, without hop-by-hop headers
     assert.equal(seen.body, 'request body');
     assert.equal(reply.headers['x-hop'], undefined, 'a header the upstream listed in Connection is hop-by-hop');
 
-    await eventually(() => p.audit.length === 1 && p.audit[0].finished, 'audit finished');
+    await eventually(() => p.audit.length === 1 && p.audit[0]?.finished === true, 'audit finished');
     const [entry] = p.audit;
+    assert.ok(entry);
     assert.equal(entry.decision, 'allowed');
     assert.equal(entry.sandboxId, SANDBOX);
     assert.equal(entry.host, 'allowed.test');
@@ -222,7 +227,7 @@ test('a denied name gets 403, is audited, and is never looked up', async () => {
         ['denied', 'allowed.test', 1, 'GET', true],
       ],
     );
-    assert.match(p.audit[0].reason ?? '', /no rule allows denied\.test:80/);
+    assert.match(p.audit[0]?.reason ?? '', /no rule allows denied\.test:80/);
   } finally {
     p.close();
   }
@@ -240,7 +245,7 @@ test('a forged Host header and an origin-form request get 400 and are audited as
     assert.match(originForm, /^HTTP\/1\.1 400 /);
     assert.match(originForm, /absolute URL/);
     assert.deepEqual(p.audit.map((e) => e.decision), ['denied', 'denied', 'denied']);
-    assert.equal(p.audit[0].host, 'evil.test');
+    assert.equal(p.audit[0]?.host, 'evil.test');
     assert.deepEqual(p.lookups, []);
   } finally {
     p.close();
@@ -273,8 +278,9 @@ test('CONNECT with a matching SNI carries TLS end to end', async () => {
     const response = await tlsGet(tunnel.socket, 'allowed.test', '/over-tls');
     assert.match(response, /^HTTP\/1\.1 200 /);
     assert.match(response, /secure allowed\.test \/over-tls$/);
-    await eventually(() => p.audit.length === 1 && p.audit[0].finished, 'tunnel audited');
+    await eventually(() => p.audit.length === 1 && p.audit[0]?.finished === true, 'tunnel audited');
     const [entry] = p.audit;
+    assert.ok(entry);
     assert.equal(entry.decision, 'allowed');
     assert.equal(entry.method, 'CONNECT');
     assert.equal(entry.host, 'allowed.test');
@@ -296,10 +302,10 @@ test('CONNECT whose SNI differs from the CONNECT host is closed and audited as d
     secure.on('error', () => undefined); // a reset or "socket disconnected before TLS" is the expected outcome
     await new Promise((resolve) => secure.once('close', resolve));
     assert.equal(handshake, false, 'the TLS handshake never completed');
-    await eventually(() => p.audit.length === 1 && p.audit[0].finished, 'tunnel audited');
-    assert.equal(p.audit[0].decision, 'denied');
-    assert.equal(p.audit[0].reason, `SNI other.test differs from CONNECT host allowed.test`);
-    assert.equal(p.audit[0].bytesUp, 0, 'nothing reached the upstream');
+    await eventually(() => p.audit.length === 1 && p.audit[0]?.finished === true, 'tunnel audited');
+    assert.equal(p.audit[0]?.decision, 'denied');
+    assert.equal(p.audit[0]?.reason, `SNI other.test differs from CONNECT host allowed.test`);
+    assert.equal(p.audit[0]?.bytesUp, 0, 'nothing reached the upstream');
   } finally {
     p.close();
   }
@@ -318,8 +324,8 @@ test('CONNECT carrying a non-TLS protocol to an allowed host:port is tunnelled',
       tunnel.socket.write('GET /plain HTTP/1.1\r\nHost: whatever\r\nConnection: close\r\n\r\n');
     });
     assert.match(response, /"url":"\/plain"/);
-    await eventually(() => p.audit.length === 1 && p.audit[0].finished, 'tunnel audited');
-    assert.equal(p.audit[0].decision, 'allowed');
+    await eventually(() => p.audit.length === 1 && p.audit[0]?.finished === true, 'tunnel audited');
+    assert.equal(p.audit[0]?.decision, 'allowed');
     assert.deepEqual(p.lookups, [], 'an IP literal needs no lookup');
   } finally {
     p.close();
@@ -382,7 +388,7 @@ test('closeAll ends an open tunnel and leaves no sockets behind', async () => {
     p.proxy.closeAll(SANDBOX);
     await closed;
     assert.equal(p.proxy.openCount(SANDBOX), 0);
-    await eventually(() => p.audit.length === 1 && p.audit[0].finished, 'tunnel audited');
+    await eventually(() => p.audit.length === 1 && p.audit[0]?.finished === true, 'tunnel audited');
   } finally {
     p.close();
   }
@@ -436,8 +442,8 @@ test('an upstream that refuses the connection gives 502, audited with the reason
     const reply = await viaProxy(p.port, `http://127.0.0.1:${closedPort}/`, { headers: { host: `127.0.0.1:${closedPort}` } });
     assert.equal(reply.status, 502);
     assert.match(reply.body, new RegExp(`cannot connect to 127\\.0\\.0\\.1:${closedPort}`));
-    assert.equal(p.audit[0].decision, 'allowed');
-    assert.match(p.audit[0].reason ?? '', /ECONNREFUSED/);
+    assert.equal(p.audit[0]?.decision, 'allowed');
+    assert.match(p.audit[0]?.reason ?? '', /ECONNREFUSED/);
   } finally {
     p.close();
   }

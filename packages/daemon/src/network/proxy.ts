@@ -288,7 +288,8 @@ export class EgressProxy {
       upstream.destroy();
     };
     const inspect = (final: boolean) => {
-      const scan = scanClientHello(firstBytes.length === 1 ? firstBytes[0] : Buffer.concat(firstBytes));
+      const [only, ...more] = firstBytes;
+      const scan = scanClientHello(only && !more.length ? only : Buffer.concat(firstBytes));
       switch (scan.kind) {
         case 'incomplete':
           if (final) refuse('the client closed the tunnel in the middle of a TLS ClientHello');
@@ -479,11 +480,12 @@ function parseAbsoluteForm(url: string): { target: Target; path: string } {
   if (url.startsWith('/') || url === '*') {
     throw new Refusal(400, 'this is an HTTP proxy: requests must use an absolute URL (http://host/path); use CONNECT for https');
   }
-  const m = /^http:\/\/([^/?#]*)([^#]*)/i.exec(url);
-  if (!m) throw new Refusal(400, 'only http:// URLs can be proxied as requests; use CONNECT for https and other protocols');
-  if (m[1].includes('@')) throw new Refusal(400, 'credentials in the URL are not supported');
-  const target = parseAuthority(m[1], 80);
-  const rest = m[2];
+  const [, authority, rest] = /^http:\/\/([^/?#]*)([^#]*)/i.exec(url) ?? [];
+  if (authority === undefined || rest === undefined) {
+    throw new Refusal(400, 'only http:// URLs can be proxied as requests; use CONNECT for https and other protocols');
+  }
+  if (authority.includes('@')) throw new Refusal(400, 'credentials in the URL are not supported');
+  const target = parseAuthority(authority, 80);
   const path = rest === '' ? '/' : rest.startsWith('?') ? `/${rest}` : rest;
   return { target, path };
 }

@@ -49,7 +49,7 @@ class Reader {
 
   u8(what: string): number {
     this.need(1, what);
-    return this.buf[this.pos++];
+    return this.buf.readUInt8(this.pos++);
   }
 
   u16(what: string): number {

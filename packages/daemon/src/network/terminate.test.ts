@@ -83,7 +83,14 @@ async function startProxy(trustUpstream = true) {
   const sandboxCa = await cas.ensure(SANDBOX);
   const proxy = new EgressProxy({
     log: pino({ level: 'silent' }),
-    audit: { start: (r) => audit.push({ ...r }) - 1, finish: (id, up, down) => Object.assign(audit[id], { bytesUp: up, bytesDown: down }) },
+    audit: {
+      start: (r) => audit.push({ ...r }) - 1,
+      finish: (id, up, down) => {
+        const entry = audit[id];
+        assert.ok(entry, `finish of unknown audit entry ${id}`);
+        Object.assign(entry, { bytesUp: up, bytesDown: down });
+      },
+    },
     lookup,
     localAddresses: () => [],
     credentialTls: { contextFor: (id, host) => cas.contextFor(id, host), upstreamCa: trustUpstream ? [upstreamCa] : [] },

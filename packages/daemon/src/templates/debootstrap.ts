@@ -28,8 +28,8 @@ export function debianMirror(): string {
   }
   if (existsSync('/etc/apt/sources.list')) {
     for (const line of readFileSync('/etc/apt/sources.list', 'utf8').split('\n')) {
-      const f = line.trim().split(/\s+/);
-      if (f[0] === 'deb' && f[2] === DEBIAN_SUITE) return f[1];
+      const [type, uri, suite] = line.trim().split(/\s+/);
+      if (type === 'deb' && suite === DEBIAN_SUITE && uri) return uri;
     }
   }
   throw new WarrenError('failed_precondition', `cannot find the Debian mirror for ${DEBIAN_SUITE} in apt's sources; set WARREN_DEBIAN_MIRROR`);

@@ -44,8 +44,10 @@ export interface FlattenCounts {
 }
 
 export async function flatten(input: FlattenInput): Promise<FlattenCounts> {
+  const [bottom] = input.layers;
+  if (bottom === undefined) throw new WarrenError('internal', 'flatten: no layers to flatten');
   const topFirst = [...input.layers].reverse();
-  let merged = input.layers[0];
+  let merged = bottom;
   if (input.layers.length > 1) {
     await mountOverlay({ lower: topFirst, target: input.mergedDir, cwdDir: input.cwdDir });
     merged = input.mergedDir;
@@ -83,7 +85,8 @@ export interface ApplyTopInput {
  */
 export async function applyTop(input: ApplyTopInput): Promise<FlattenCounts> {
   const counts: FlattenCounts = { files: 0, dirs: 0, copied: 0, trees: 0 };
-  const top = input.layers[input.layers.length - 1];
+  const top = input.layers.at(-1);
+  if (top === undefined) throw new WarrenError('internal', 'flatten: no top layer to apply');
   await mountOverlay({ lower: [...input.layers].reverse(), target: input.mergedDir, cwdDir: input.cwdDir });
   try {
     await applyDir(top, input.mergedDir, [...input.layers].reverse(), '', input.dest, counts);
@@ -132,7 +135,9 @@ async function walk(merged: string, candidates: string[], rel: string, dest: str
   // One readdir per layer per directory (instead of an lstat per file per layer).
   const [entries, layerEntries] = await Promise.all([
     readdir(path.join(merged, rel), { withFileTypes: true }),
-    Promise.all(candidates.map(async (l) => new Map((await readdir(path.join(l, rel), { withFileTypes: true })).map((d) => [d.name, d] as const)))),
+    Promise.all(
+      candidates.map(async (layer) => ({ layer, names: new Map((await readdir(path.join(layer, rel), { withFileTypes: true })).map((d) => [d.name, d] as const)) })),
+    ),
   ]);
   // Directories only one layer has, by layer: linked whole, one cp per layer.
   const whole = new Map<string, string[]>();
@@ -149,14 +154,15 @@ async function walk(merged: string, candidates: string[], rel: string, dest: str
       const childRel = path.join(rel, e.name);
       if (e.isDirectory()) {
         // Only layers that have this directory can hold anything below it.
-        const below = candidates.filter((_l, i) => layerEntries[i].get(e.name)?.isDirectory());
-        if (below.length === 1) whole.set(below[0], [...(whole.get(below[0]) ?? []), e.name]);
+        const below = layerEntries.filter(({ names }) => names.get(e.name)?.isDirectory()).map(({ layer }) => layer);
+        const [only, ...more] = below;
+        if (only !== undefined && more.length === 0) whole.set(only, [...(whole.get(only) ?? []), e.name]);
         else await walkDir(e.name, below);
         return;
       }
-      const i = layerEntries.findIndex((names) => names.has(e.name));
-      if (i < 0) throw new WarrenError('internal', `flatten: ${childRel} is in the merged view but in no layer`);
-      await linkOrCopy(path.join(candidates[i], childRel), path.join(dest, childRel), counts);
+      const owner = layerEntries.find(({ names }) => names.has(e.name));
+      if (!owner) throw new WarrenError('internal', `flatten: ${childRel} is in the merged view but in no layer`);
+      await linkOrCopy(path.join(owner.layer, childRel), path.join(dest, childRel), counts);
     }),
   );
   for (const [layer, names] of whole) {

@@ -43,8 +43,9 @@ export async function hashSource(src: string): Promise<string> {
   const reads = new Map<number, Promise<Buffer>>();
   let ahead = 0;
   const readAhead = (from: number) => {
-    for (ahead = Math.max(ahead, from); ahead < entries.length && reads.size < READ_AHEAD; ahead++) {
+    for (ahead = Math.max(ahead, from); reads.size < READ_AHEAD; ahead++) {
       const e = entries[ahead];
+      if (e === undefined) break; // past the last entry
       if (e.size === undefined || e.size > SMALL_FILE_BYTES) continue;
       const read = readFile(e.abs);
       // Awaited in turn below; a file that fails before its turn must not count as unhandled.
@@ -52,9 +53,8 @@ export async function hashSource(src: string): Promise<string> {
       reads.set(ahead, read);
     }
   };
-  for (let i = 0; i < entries.length; i++) {
+  for (const [i, e] of entries.entries()) {
     readAhead(i);
-    const e = entries[i];
     h.update(e.header);
     if (e.size === undefined) continue;
     const small = reads.get(i);

@@ -70,7 +70,11 @@ export async function mountsUnder(dir: string): Promise<string[]> {
   const points = text
     .split('\n')
     .filter(Boolean)
-    .map((line) => unescapeMountPath(line.split(' ')[4]))
+    .map((line) => {
+      const point = line.split(' ')[4]; // the fifth field (proc(5))
+      if (point === undefined) throw new WarrenError('internal', 'cannot read the mount table', { cause: `unexpected line in /proc/self/mountinfo: ${line}` });
+      return unescapeMountPath(point);
+    })
     .filter((p) => p === dir || p.startsWith(prefix));
   return [...new Set(points)].sort((a, b) => b.length - a.length);
 }

@@ -10,13 +10,14 @@ export interface TemplateUser {
   additionalGids: number[];
 }
 
-async function readTable(rootfs: string, file: string): Promise<string[][]> {
+/** A table's rows as fields; the first, the name, is always there (split yields at least one). */
+async function readTable(rootfs: string, file: string): Promise<Array<[name: string, ...rest: string[]]>> {
   try {
     const text = await readFile(path.join(rootfs, 'etc', file), 'utf8');
     return text
       .split('\n')
       .filter((l) => l && !l.startsWith('#'))
-      .map((l) => l.split(':'));
+      .map((l) => l.split(':') as [string, ...string[]]);
   } catch {
     return [];
   }
@@ -44,7 +45,7 @@ export async function lookupGroup(rootfs: string, group: string): Promise<number
 
 /** USER or USER:GROUP; without a group, the user's primary group. */
 export async function lookupOwner(rootfs: string, owner: string): Promise<{ uid: number; gid: number }> {
-  const [user, group] = owner.split(':');
+  const [user = '', group] = owner.split(':'); // split always yields a first field
   const u = await lookupUser(rootfs, user);
   return { uid: u.uid, gid: group === undefined ? u.gid : await lookupGroup(rootfs, group) };
 }
