@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
 bash scripts/setup.sh --no-daemon
+# Format, lint, types and import rules: seconds, before minutes of sandboxes.
+bash scripts/check-static.sh
 bash scripts/clean-test-root.sh
 shopt -s globstar nullglob
 unit=(packages/*/dist/**/*.test.js)

@@ -57,7 +57,7 @@ function lineHelper(argv) {
     run(cmd) {
       return new Promise((resolve, reject) => {
         waiter = (line) => (line.trim() === '0' ? resolve() : reject(new Error(`helper answered ${line}`)));
-        c.stdin.write(cmd + '\n');
+        c.stdin.write(`${cmd}\n`);
       });
     },
     close() {
@@ -151,10 +151,10 @@ async function timeOnce(m, state) {
 // Methods run round-robin (one spawn of each per round), so that load from elsewhere on the
 // machine, which drifts, hits them all alike. Those marked `last` run afterwards, alone.
 async function main() {
-  const wanted = cfg.methods && cfg.methods.length ? cfg.methods : Object.keys(METHODS);
+  const wanted = cfg.methods?.length ? cfg.methods : Object.keys(METHODS);
   const results = {};
   const errors = {};
-  const phases = [wanted.filter((n) => !METHODS[n] || !METHODS[n].last), wanted.filter((n) => METHODS[n] && METHODS[n].last)];
+  const phases = [wanted.filter((n) => !METHODS[n]?.last), wanted.filter((n) => METHODS[n]?.last)];
   for (const names of phases) {
     const live = [];
     for (const name of names) {
@@ -168,7 +168,7 @@ async function main() {
         live.push({ name, m, state });
         results[name] = [];
       } catch (err) {
-        errors[name] = String((err && err.message) || err);
+        errors[name] = String(err?.message || err);
       }
     }
     for (let i = 0; i < WARMUP + N; i++) {
@@ -178,20 +178,20 @@ async function main() {
           const t = await timeOnce(x.m, x.state);
           if (i >= WARMUP) results[x.name].push(t);
         } catch (err) {
-          errors[x.name] = String((err && err.message) || err);
+          errors[x.name] = String(err?.message || err);
           delete results[x.name];
         }
       }
     }
     for (const x of live) if (x.m.teardown) await x.m.teardown(x.state);
   }
-  process.stdout.write(JSON.stringify({ results, errors, methods: Object.keys(METHODS) }) + '\n');
+  process.stdout.write(`${JSON.stringify({ results, errors, methods: Object.keys(METHODS) })}\n`);
 }
 
 main().then(
   () => process.exit(0),
   (err) => {
-    process.stderr.write(String(err && err.stack) + '\n');
+    process.stderr.write(`${String(err?.stack)}\n`);
     process.exit(1);
   },
 );

@@ -129,7 +129,9 @@ export class Context {
       removeIfEmpty(BENCH_ROOT);
       throw err;
     }
-    const extra = Object.entries(env).map(([k, v]) => `${k}=${v}`).join(' ');
+    const extra = Object.entries(env)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
     console.log(`  (${label} up in ${(performance.now() - t0).toFixed(0)} ms, home ${home}, pid ${d.pid}${extra ? `, ${extra}` : ''})`);
     let stopping = false;
     d.process.on('exit', (code, signal) => {
@@ -190,7 +192,9 @@ export function loadavg(): string {
  */
 export async function speedProbe(): Promise<{ pingPongUs: number; sha256Ms: number }> {
   const t = performance.now();
-  createHash('sha256').update(Buffer.alloc(32 * 2 ** 20, 1)).digest();
+  createHash('sha256')
+    .update(Buffer.alloc(32 * 2 ** 20, 1))
+    .digest();
   const sha256Ms = performance.now() - t;
   const child = spawn(process.execPath, ['-e', "process.stdin.on('data', (d) => process.stdout.write(d))"], { stdio: ['pipe', 'pipe', 'ignore'] });
   const rtts: number[] = [];

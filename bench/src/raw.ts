@@ -235,7 +235,7 @@ export class RawCheckpoint {
   private readonly images: string;
   private seq = 0;
 
-  constructor(private ctx: Context) {
+  constructor(ctx: Context) {
     const dir = ctx.tmp('raw-restore');
     this.root = path.join(dir, 'runsc');
     this.bundles = path.join(dir, 'bundles');
@@ -254,7 +254,18 @@ export class RawCheckpoint {
   async checkpoint(home: string, id: string): Promise<{ ms: number; image: string; bytes: number }> {
     const image = path.join(this.images, `cp-${++this.seq}`);
     mkdirSync(image, { mode: 0o700 });
-    const args = ['--root', path.join(home, 'runsc'), '--platform', 'systrap', 'checkpoint', '--leave-running', '--compression=none', '--image-path', image, containerOf(home, id).id];
+    const args = [
+      '--root',
+      path.join(home, 'runsc'),
+      '--platform',
+      'systrap',
+      'checkpoint',
+      '--leave-running',
+      '--compression=none',
+      '--image-path',
+      image,
+      containerOf(home, id).id,
+    ];
     const t0 = performance.now();
     const { code, stderr } = await runToExit('runsc', args, ['ignore', 'ignore', 'pipe']);
     const ms = performance.now() - t0;
@@ -286,7 +297,23 @@ export class RawCheckpoint {
     const spec = JSON.parse(readFileSync(path.join(containerOf(home, id).dir, 'config.json'), 'utf8')) as { linux: { cgroupsPath?: string } };
     spec.linux.cgroupsPath = `/${RAW_CGROUP_PARENT}/${rid}`;
     writeFileSync(path.join(bundle, 'config.json'), JSON.stringify(spec));
-    const args = ['--root', this.root, '--platform', 'systrap', '--network', 'none', '--overlay2', `root:dir=${filestore}`, 'restore', '--detach', '--image-path', image, '--bundle', bundle, rid];
+    const args = [
+      '--root',
+      this.root,
+      '--platform',
+      'systrap',
+      '--network',
+      'none',
+      '--overlay2',
+      `root:dir=${filestore}`,
+      'restore',
+      '--detach',
+      '--image-path',
+      image,
+      '--bundle',
+      bundle,
+      rid,
+    ];
     const t0 = performance.now();
     const { code, stderr, child } = await runToExit('runsc', args, ['pipe', 'pipe', 'pipe']);
     const out: { ms: number; stopMs?: number; deleteMs?: number } = { ms: performance.now() - t0 };
@@ -297,7 +324,11 @@ export class RawCheckpoint {
         const again = path.join(bundle, 'image');
         mkdirSync(again, { mode: 0o700 });
         const t1 = performance.now();
-        const cp = await runToExit('runsc', ['--root', this.root, '--platform', 'systrap', 'checkpoint', '--compression=none', '--image-path', again, rid], ['ignore', 'ignore', 'pipe']);
+        const cp = await runToExit(
+          'runsc',
+          ['--root', this.root, '--platform', 'systrap', 'checkpoint', '--compression=none', '--image-path', again, rid],
+          ['ignore', 'ignore', 'pipe'],
+        );
         out.stopMs = performance.now() - t1;
         if (cp.code !== 0) throw new Error(`raw runsc checkpoint of restored ${rid} exited ${cp.code}: ${lastLine(cp.stderr)}`);
         const t2 = performance.now();

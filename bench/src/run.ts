@@ -50,7 +50,9 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
 function usage(msg?: string, code = 2): never {
   if (msg) console.error(msg);
   console.error(`usage: node bench/dist/run.js [${SUITES.join('|')} ...] [--n suite=N,...] [--scale X] [--json FILE]
-  defaults: ${Object.entries(DEFAULT_ITERS).map(([k, v]) => `${k}=${v}`).join(',')}; env BENCH_N and BENCH_SCALE work like --n and --scale`);
+  defaults: ${Object.entries(DEFAULT_ITERS)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',')}; env BENCH_N and BENCH_SCALE work like --n and --scale`);
   process.exit(code);
 }
 
@@ -85,7 +87,21 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
   }
   const s = scaleArg ?? scale;
   if (!(s > 0)) usage('scale must be a positive number');
-  for (const k of Object.keys(iters) as (keyof Iters)[]) iters[k] = Math.max(k === 'files' || k === 'rss' || k === 'create' || k === 'templates' || k === 'rebuild' || k === 'machine' || k === 'fork8' || k === 'egressbulk' || k === 'egressconc' ? 2 : 5, Math.round(iters[k] * s));
+  for (const k of Object.keys(iters) as (keyof Iters)[])
+    iters[k] = Math.max(
+      k === 'files' ||
+        k === 'rss' ||
+        k === 'create' ||
+        k === 'templates' ||
+        k === 'rebuild' ||
+        k === 'machine' ||
+        k === 'fork8' ||
+        k === 'egressbulk' ||
+        k === 'egressconc'
+        ? 2
+        : 5,
+      Math.round(iters[k] * s),
+    );
   parseIters(process.env.BENCH_N, iters);
   parseIters(nSpec, iters);
   // rss first: it wants a fresh daemon before anything else has run in it.
@@ -120,7 +136,9 @@ async function main(): Promise<void> {
   const header = [
     `warren bench, ${started.toISOString()}`,
     `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, kernel ${os.release()}, node ${process.version}, ${runscVersion()}`,
-    `suites: ${suites.join(' ')}; iterations: ${Object.entries(iters).map(([k, v]) => `${k}=${v}`).join(' ')}`,
+    `suites: ${suites.join(' ')}; iterations: ${Object.entries(iters)
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ')}`,
     `at start: load ${loadavg()}, ${describeCpu(await cpuSample())}, ${describeSpeed(await speedProbe())}, ${runningSandboxes()} gVisor sandboxes running on this host`,
   ];
   console.log(header.join('\n'));
@@ -131,7 +149,9 @@ async function main(): Promise<void> {
     const cpu = await cpuSample();
     console.log(`\n[${s}] running… (load ${loadavg()}, ${describeCpu(cpu)}, ${describeSpeed(await speedProbe())}, ${runningSandboxes()} sandboxes on host)`);
     if (cpu.idle < QUIET_IDLE_PERCENT) {
-      ctx.report.note(`the machine was busy in the second before suite ${s} (${describeCpu(cpu)}, under ${QUIET_IDLE_PERCENT}% idle): its numbers may be off by up to 2x; run it again when the machine is quiet`);
+      ctx.report.note(
+        `the machine was busy in the second before suite ${s} (${describeCpu(cpu)}, under ${QUIET_IDLE_PERCENT}% idle): its numbers may be off by up to 2x; run it again when the machine is quiet`,
+      );
     }
     try {
       await RUNNERS[s](ctx);

@@ -103,7 +103,12 @@ export class Report {
       lines.push([r.label, String(s.n), fmt(s.p50), fmt(s.p95), fmt(s.p99), r.unit, ratio]);
     }
     const widths = header.map((_, i) => Math.max(...lines.map((l) => (l[i] ?? '').length)));
-    const out = lines.map((l) => l.map((c, i) => (i === 0 || i >= 5 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join('  ').trimEnd());
+    const out = lines.map((l) =>
+      l
+        .map((c, i) => (i === 0 || i >= 5 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0)))
+        .join('  ')
+        .trimEnd(),
+    );
     out.splice(1, 0, widths.map((w) => '-'.repeat(w)).join('  '));
     console.log(`\n== ${suite} ==`);
     console.log(out.join('\n'));

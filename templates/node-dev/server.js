@@ -11,10 +11,10 @@ http
     if (req.url === '/' && req.method === 'GET') {
       hits++;
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ hits, pid: process.pid, startedAt }) + '\n');
+      res.end(`${JSON.stringify({ hits, pid: process.pid, startedAt })}\n`);
       return;
     }
     res.writeHead(404, { 'content-type': 'application/json' });
-    res.end(JSON.stringify({ error: 'not found' }) + '\n');
+    res.end(`${JSON.stringify({ error: 'not found' })}\n`);
   })
   .listen(port, '127.0.0.1', () => console.log(`listening on ${port}`));

@@ -14,7 +14,7 @@ import { closeSync, mkdtempSync, openSync, readdirSync, readFileSync, readSync, 
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import path from 'node:path';
-import { Sandbox, WarrenError } from '@warren/sdk';
+import type { Sandbox, WarrenError } from '@warren/sdk';
 import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 300_000 };
@@ -31,12 +31,36 @@ let plainPort = 0;
 before(async () => {
   dir = mkdtempSync('/tmp/warren-cred-test-');
   const openssl = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  openssl(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=warren test upstream CA', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1']);
+  openssl([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-subj',
+    '/CN=warren test upstream CA',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '1',
+  ]);
   openssl(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=127.0.0.1', '-keyout', 'key.pem', '-out', 'csr.pem']);
-  execFileSync('sh', ['-c', "printf 'subjectAltName=IP:127.0.0.1\\n' > ext && openssl x509 -req -in csr.pem -CA ca.pem -CAkey ca.key -CAcreateserial -out cert.pem -days 1 -extfile ext"], { cwd: dir, stdio: 'pipe' });
+  execFileSync(
+    'sh',
+    [
+      '-c',
+      "printf 'subjectAltName=IP:127.0.0.1\\n' > ext && openssl x509 -req -in csr.pem -CA ca.pem -CAkey ca.key -CAcreateserial -out cert.pem -days 1 -extfile ext",
+    ],
+    { cwd: dir, stdio: 'pipe' },
+  );
 
   // A bare repository served as static files (git's dumb HTTP protocol).
-  const git = (args: string[], cwd = dir) => execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', '-c', 'init.defaultBranch=main', ...args], { cwd, stdio: 'pipe' });
+  const git = (args: string[], cwd = dir) =>
+    execFileSync('git', ['-c', 'user.name=t', '-c', 'user.email=t@t', '-c', 'init.defaultBranch=main', ...args], { cwd, stdio: 'pipe' });
   git(['init', '-q', 'work']);
   execFileSync('sh', ['-c', 'echo "brokered clone works" > work/README'], { cwd: dir });
   git(['add', 'README'], path.join(dir, 'work'));
@@ -54,7 +78,7 @@ before(async () => {
     const url = new URL(req.url ?? '/', 'https://x');
     if (url.pathname === '/api') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ ok: true, path: url.pathname }) + '\n');
+      res.end(`${JSON.stringify({ ok: true, path: url.pathname })}\n`);
       return;
     }
     const file = path.join(dir, path.normalize(url.pathname));
@@ -110,17 +134,24 @@ test('curl, node, python and git inside get the header added by the daemon; othe
     assert.match(c.out, /"ok":true[\s\S]*\n200$/);
 
     // node: Node 20 clients do not read the proxy variables, so the script makes its CONNECT itself; trust comes from NODE_EXTRA_CA_CERTS.
-    const node = await sbx.exec(['node', '-e', `
+    const node = await sbx.exec([
+      'node',
+      '-e',
+      `
 const http = require('node:http'), https = require('node:https'), tls = require('node:tls');
 http.request({ host: '127.0.0.1', port: 3128, method: 'CONNECT', path: '127.0.0.1:${port}' }).on('connect', (res, socket) => {
   https.get({ host: '127.0.0.1', port: ${port}, path: '/api', createConnection: () => tls.connect({ socket, host: '127.0.0.1' }) }, (r) => {
     let body = ''; r.on('data', (c) => body += c); r.on('end', () => console.log(r.statusCode, body.trim()));
   }).on('error', (e) => { console.error(e.message); process.exit(1); });
-}).end();`]);
+}).end();`,
+    ]);
     assert.equal(node.exitCode, 0, node.stderr);
     assert.match(node.stdout, /^200 \{"ok":true/);
 
-    const py = await sbx.exec(['python3', '-c', `import urllib.request; r = urllib.request.urlopen('https://127.0.0.1:${port}/api'); print(r.status, r.read().decode().strip())`], { env: VIA_PROXY });
+    const py = await sbx.exec(
+      ['python3', '-c', `import urllib.request; r = urllib.request.urlopen('https://127.0.0.1:${port}/api'); print(r.status, r.read().decode().strip())`],
+      { env: VIA_PROXY },
+    );
     assert.equal(py.exitCode, 0, py.stderr);
     assert.match(py.stdout, /^200 \{"ok": ?true/);
 
@@ -138,8 +169,14 @@ http.request({ host: '127.0.0.1', port: 3128, method: 'CONNECT', path: '127.0.0.
 
     // Terminated requests are audited with method and path, without the secret.
     const log = await sbx.egressLog({ limit: 1000 });
-    assert.ok(log.some((e) => e.method === 'GET' && e.path === '/api' && /credential headers added/.test(e.reason ?? '')), JSON.stringify(log));
-    assert.ok(log.some((e) => e.method === 'GET' && e.path === '/repo.git/info/refs?service=git-upload-pack'), JSON.stringify(log));
+    assert.ok(
+      log.some((e) => e.method === 'GET' && e.path === '/api' && /credential headers added/.test(e.reason ?? '')),
+      JSON.stringify(log),
+    );
+    assert.ok(
+      log.some((e) => e.method === 'GET' && e.path === '/repo.git/info/refs?service=git-upload-pack'),
+      JSON.stringify(log),
+    );
     assert.ok(!JSON.stringify(log).includes(SECRET));
   } finally {
     await sbx.kill();
@@ -159,7 +196,12 @@ test('the secret is nowhere in the sandbox: env, files, memory (its hibernation 
 
     await sbx.exec(['sh', '-c', `echo ${canary} > /tmp/canary-file`]);
     const grepAll = async (args: string[]) =>
-      (await sbx.exec(['grep', '-rl', '-D', 'skip', '--exclude-dir=proc', '--exclude-dir=sys', '--exclude-dir=dev', ...args, '/'], { user: 'root', timeoutSeconds: 240 })).stdout;
+      (
+        await sbx.exec(['grep', '-rl', '-D', 'skip', '--exclude-dir=proc', '--exclude-dir=sys', '--exclude-dir=dev', ...args, '/'], {
+          user: 'root',
+          timeoutSeconds: 240,
+        })
+      ).stdout;
     assert.match(await grepAll(['-F', '-e', canary]), /^\/tmp\/canary-file$/m, 'the file search finds the canary');
     // The secret itself must not be handed to the sandbox, not even as a search pattern: the
     // pattern splits it with a class that also admits a non-hex character.
@@ -219,7 +261,7 @@ test('GET shows credentials redacted; forks inherit them; PUT adds them to a run
       assert.match(childCa, /BEGIN CERTIFICATE/);
       assert.notEqual(childCa, parentCa);
       const bundle = (await child.exec(['grep', '-c', 'warren egress CA: begin', '/etc/ssl/certs/ca-certificates.crt'])).stdout.trim();
-      assert.equal(bundle, '1', 'the bundle holds one warren CA, not the parent\'s too');
+      assert.equal(bundle, '1', "the bundle holds one warren CA, not the parent's too");
     } finally {
       await child.kill();
     }
@@ -269,4 +311,3 @@ function searchTree(root: string, needles: Buffer[]): Map<string, string[]> {
   walk(root);
   return found;
 }
-

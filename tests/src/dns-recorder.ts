@@ -73,6 +73,6 @@ function answer(query: Buffer, questionEnd: number, result: 'nxdomain' | string 
   rr.writeUInt16BE(1, 4); // class IN
   rr.writeUInt32BE(5, 6); // ttl
   rr.writeUInt16BE(4, 10);
-  (result as string).split('.').forEach((b, i) => (rr[12 + i] = Number(b)));
+  for (const [i, b] of (result as string).split('.').entries()) rr[12 + i] = Number(b);
   return Buffer.concat([header, question, rr]);
 }

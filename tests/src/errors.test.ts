@@ -47,7 +47,15 @@ test('errors: a runsc failure answers 500 with a request id and no runsc output 
     const id = body.error.requestId;
     assert.ok(id && res.headers.get('x-request-id') === id, `request id in body ${id} and header ${res.headers.get('x-request-id')}`);
     // The operator's side: one structured log line under that id, with what runsc said.
-    const line = await eventually(() => d!.log().split('\n').find((l) => l.includes(`"requestId":"${id}"`)), 5_000, 'the log line of the failed request');
+    const line = await eventually(
+      () =>
+        d!
+          .log()
+          .split('\n')
+          .find((l) => l.includes(`"requestId":"${id}"`)),
+      5_000,
+      'the log line of the failed request',
+    );
     const logged = JSON.parse(line) as { msg: string; err: string; code: string; path: string };
     assert.equal(logged.msg, 'request failed');
     assert.equal(logged.code, 'internal');

@@ -71,7 +71,10 @@ test('cwd: absolute, and relative to /home/user', T, async () => {
 
 test('cwd that does not exist: 400 naming it, and the sandbox keeps working', T, async () => {
   await assert.rejects(sbx.exec('pwd', { cwd: '/no/such/dir' }), (e: Error) => e instanceof InvalidArgumentError && /\/no\/such\/dir/.test(e.message));
-  await assert.rejects(sbx.exec(['pwd'], { cwd: 'missing-relative' }), (e: Error) => e instanceof InvalidArgumentError && /\/home\/user\/missing-relative/.test(e.message));
+  await assert.rejects(
+    sbx.exec(['pwd'], { cwd: 'missing-relative' }),
+    (e: Error) => e instanceof InvalidArgumentError && /\/home\/user\/missing-relative/.test(e.message),
+  );
   await assert.rejects(sbx.exec('pwd', { cwd: '/etc/hostname' }), (e: Error) => e instanceof InvalidArgumentError && /not a directory/.test(e.message));
   const r = await sbx.exec('echo still-alive');
   assert.equal(r.stdout, 'still-alive\n');
@@ -315,7 +318,10 @@ test('a silent command keeps its stream alive with keepalive lines', { timeout: 
     headers: { authorization: `Bearer ${d.apiKey}`, 'content-type': 'application/json' },
     body: JSON.stringify({ cmd: 'sleep 23; echo done' }),
   });
-  const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as { type: string; data?: string });
+  const lines = (await res.text())
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { type: string; data?: string });
   assert.deepEqual(
     lines.map((l) => l.type),
     ['start', 'keepalive', 'stdout', 'exit'],

@@ -8,13 +8,7 @@ import assert from 'node:assert/strict';
 import { createCipheriv, createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { Readable } from 'node:stream';
-import {
-  InvalidArgumentError,
-  NotFoundError,
-  PermissionDeniedError,
-  WarrenError,
-  type Sandbox,
-} from '@warren/sdk';
+import { InvalidArgumentError, NotFoundError, PermissionDeniedError, WarrenError, type Sandbox } from '@warren/sdk';
 import { startDaemon, stopAndCheckClean, eventually, sleep, type DaemonHandle } from './harness.js';
 
 const HOME = '/home/user';
@@ -380,7 +374,10 @@ test('uploads larger than the sandbox disk get 413 and leave nothing', { timeout
     assert.equal(declared.status, 413, declared.message);
     assert.equal(declared.code, 'too_large');
     assert.equal(await small.files.exists('big.bin'), false);
-    assert.deepEqual((await small.files.list(HOME)).filter((e) => e.name.startsWith('.warren-')), []);
+    assert.deepEqual(
+      (await small.files.list(HOME)).filter((e) => e.name.startsWith('.warren-')),
+      [],
+    );
     // Within the limit is fine.
     await small.files.write('fits.bin', pseudoRandomReadable(16 * MiB, 'fits').stream);
     assert.equal((await small.files.stat('fits.bin')).size, 16 * MiB);
@@ -480,7 +477,10 @@ test('HEAD on a file gives its size without streaming it', async () => {
   // Each request that left its stream open would hold a flow-control window (4 MiB) in the
   // daemon until the sandbox dies.
   for (let i = 0; i < 30; i++) {
-    const res = await fetch(`${d.url}/v1/sandboxes/${sbx.id}/files?path=${encodeURIComponent(p)}`, { method: 'HEAD', headers: { authorization: `Bearer ${d.apiKey}` } });
+    const res = await fetch(`${d.url}/v1/sandboxes/${sbx.id}/files?path=${encodeURIComponent(p)}`, {
+      method: 'HEAD',
+      headers: { authorization: `Bearer ${d.apiKey}` },
+    });
     assert.equal(res.status, 200);
     assert.equal(Number(res.headers.get('content-length')), 16 * MiB);
     assert.equal((await res.arrayBuffer()).byteLength, 0);
@@ -502,7 +502,12 @@ test('killing a sandbox mid-download and with reads pending leaves the daemon up
   const reader = res.body!.getReader();
   assert.equal((await reader.read()).done, false);
   // Reads still waiting for the agent's answer when the channel goes.
-  const pending = Array.from({ length: 30 }, () => doomed.files.read('small.txt').then(() => 'read', (e: Error) => e));
+  const pending = Array.from({ length: 30 }, () =>
+    doomed.files.read('small.txt').then(
+      () => 'read',
+      (e: Error) => e,
+    ),
+  );
   await doomed.kill();
   for (const r of await Promise.all(pending)) {
     assert.ok(r === 'read' || r instanceof WarrenError, `a pending read ended with ${String(r)}`);
@@ -626,7 +631,10 @@ test('a 1 GiB file streams both ways with bounded daemon memory', { timeout: 15 
     assert.equal(size, total);
     assert.equal(hash.digest('hex'), expected);
     assert.ok(writePeak - baseline < maxGrowth, `daemon rss grew by ${((writePeak - baseline) / MiB).toFixed(0)} MiB during the upload`);
-    assert.ok(readPeak - Math.min(baseline, readBaseline) < maxGrowth, `daemon rss grew by ${((readPeak - baseline) / MiB).toFixed(0)} MiB during the download`);
+    assert.ok(
+      readPeak - Math.min(baseline, readBaseline) < maxGrowth,
+      `daemon rss grew by ${((readPeak - baseline) / MiB).toFixed(0)} MiB during the download`,
+    );
 
     const st = await sbx.files.stat(target);
     assert.equal(st.size, total);

@@ -156,7 +156,7 @@ class Generator {
     this.ids.dead,
     'sb-000000000000',
     'sb-',
-    'sb-' + 'a'.repeat(1000),
+    `sb-${'a'.repeat(1000)}`,
     '..',
     '%2e%2e',
     '..%2f..%2fhealth',
@@ -282,7 +282,9 @@ class Generator {
   /** A body that the route might accept, so the fuzz also gets past validation. */
   private plausible(route: string): unknown {
     if (route.endsWith('/exec')) {
-      const r: Record<string, unknown> = this.chance(0.5) ? { cmd: this.pick(this.commands) } : { argv: this.pick([['true'], ['echo', this.pick(this.strings)], ['ls', '-la', '/tmp'], ['/no/such/binary'], []]) };
+      const r: Record<string, unknown> = this.chance(0.5)
+        ? { cmd: this.pick(this.commands) }
+        : { argv: this.pick([['true'], ['echo', this.pick(this.strings)], ['ls', '-la', '/tmp'], ['/no/such/binary'], []]) };
       if (this.chance(0.3)) r.user = this.pick(['user', 'root', 'nobody', 'Bad User', '']);
       if (this.chance(0.3)) r.cwd = this.pick(this.strings);
       if (this.chance(0.3)) r.env = this.chance(0.5) ? { A: 'b' } : { [this.pick(this.strings)]: this.value(2) };
@@ -317,7 +319,7 @@ class Generator {
       const depth = this.pick([100, 5000, 50_000]);
       const open = this.chance(0.5) ? '[' : '{"a":';
       const close = open === '[' ? ']' : '}';
-      return Buffer.from(open.repeat(depth) + '1' + close.repeat(depth));
+      return Buffer.from(`${open.repeat(depth)}1${close.repeat(depth)}`);
     }
     if (roll === 4 && this.chance(0.3)) return Buffer.from(JSON.stringify({ cmd: 'echo', stdin: 'z'.repeat(this.pick([1, 2, 17]) * 1024 * 1024) }));
     if (method === 'PUT' && route.endsWith('/files') && this.chance(0.5)) return Buffer.from(this.pick(this.strings).repeat(this.int(100) + 1));
@@ -353,12 +355,13 @@ class Generator {
       // Running as root may do real damage inside the sandbox (rm -rf /usr) that makes later
       // answers meaningless; root is fuzzed on reads only.
       if (key === 'user' && value === 'root' && method !== 'GET' && method !== 'HEAD') value = 'user';
-      if (key === 'path' && this.chance(0.5)) value = this.pick(['/tmp/fuzz.txt', '/tmp', 'fuzz/a/b', 'notes.txt', '/home/user', '/proc/self/status', '/etc/hostname']);
+      if (key === 'path' && this.chance(0.5))
+        value = this.pick(['/tmp/fuzz.txt', '/tmp', 'fuzz/a/b', 'notes.txt', '/home/user', '/proc/self/status', '/etc/hostname']);
       if (this.chance(0.1)) key = this.urlPart(key);
       query.push(`${this.urlPart(key)}=${this.urlPart(value)}`);
     }
     if (this.chance(0.05)) query.push('&&==&');
-    if (query.length) path += '?' + query.join('&');
+    if (query.length) path += `?${query.join('&')}`;
 
     const headers: Record<string, string> = {};
     const auth = this.int(20);
@@ -369,13 +372,22 @@ class Generator {
     else if (auth === 3) headers['x-api-key'] = d.apiKey;
     else headers.authorization = `Bearer ${d.apiKey}`;
     const body = method === 'HEAD' || method === 'TRACE' ? undefined : this.body(route, method);
-    if (body && this.chance(0.8)) headers['content-type'] = this.pick(['application/json', 'application/json', 'text/plain', 'application/octet-stream', 'multipart/form-data; boundary=x', 'application/x-www-form-urlencoded']);
+    if (body && this.chance(0.8))
+      headers['content-type'] = this.pick([
+        'application/json',
+        'application/json',
+        'text/plain',
+        'application/octet-stream',
+        'multipart/form-data; boundary=x',
+        'application/x-www-form-urlencoded',
+      ]);
     let finalBody = body;
     // Keep a real ttl from expiring the sandbox that the fuzz relies on.
     if (route.endsWith('/ttl') && id === this.ids.live && body) {
       try {
         const parsed = JSON.parse(body.toString()) as { ttlSeconds?: unknown };
-        if (typeof parsed.ttlSeconds === 'number' && parsed.ttlSeconds >= 1 && parsed.ttlSeconds < 600) finalBody = Buffer.from(JSON.stringify({ ttlSeconds: 3600 }));
+        if (typeof parsed.ttlSeconds === 'number' && parsed.ttlSeconds >= 1 && parsed.ttlSeconds < 600)
+          finalBody = Buffer.from(JSON.stringify({ ttlSeconds: 3600 }));
       } catch {
         // not JSON: stays as it is
       }
@@ -399,7 +411,8 @@ function send(agent: http.Agent, req: FuzzRequest, timeoutMs: number): Promise<F
       (res) => {
         const chunks: Buffer[] = [];
         let size = 0;
-        const done = (truncated: boolean) => finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), truncated }));
+        const done = (truncated: boolean) =>
+          finish(() => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks), truncated }));
         res.on('data', (chunk: Buffer) => {
           if (size >= MAX_BODY) return;
           chunks.push(chunk);
@@ -515,7 +528,12 @@ test(`fuzz the HTTP API with ${REQUESTS} seeded random requests`, { timeout: 20 
   } finally {
     agent.destroy();
   }
-  t.diagnostic(`statuses: ${[...statuses].sort((a, b) => a[0] - b[0]).map(([s, n]) => `${s}×${n}`).join(' ')}; dropped keep-alive connections: ${staleRetries.length ? staleRetries.join(' ') : 'none'}`);
+  t.diagnostic(
+    `statuses: ${[...statuses]
+      .sort((a, b) => a[0] - b[0])
+      .map(([s, n]) => `${s}×${n}`)
+      .join(' ')}; dropped keep-alive connections: ${staleRetries.length ? staleRetries.join(' ') : 'none'}`,
+  );
 
   // Still alive and well: the process, the API, and the sandbox it was fuzzed against.
   assert.equal(d.process.exitCode, null, `the daemon exited:\n${d.log().slice(-3000)}`);

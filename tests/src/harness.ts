@@ -159,7 +159,9 @@ export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<vo
   }
   const containers = allRunscContainers(d.home);
   const procs = hostProcessesFor(d.home);
-  const dirs = ['sandboxes', 'shells'].flatMap((sub) => (existsSync(path.join(d.home, sub)) ? readdirNames(path.join(d.home, sub)).map((x) => `${sub}/${x}`) : []));
+  const dirs = ['sandboxes', 'shells'].flatMap((sub) =>
+    existsSync(path.join(d.home, sub)) ? readdirNames(path.join(d.home, sub)).map((x) => `${sub}/${x}`) : [],
+  );
   const problems = [
     ...containers.map((c) => `runsc container left: ${c}`),
     ...procs.map((p) => `host process left: ${p}`),
@@ -194,7 +196,7 @@ export function mountsUnder(dir: string): string[] {
   return readFileSync('/proc/self/mountinfo', 'utf8')
     .split('\n')
     .map((l) => l.split(' ')[4])
-    .filter((t): t is string => t !== undefined && t.startsWith(`${dir}/`))
+    .filter((t): t is string => typeof t === 'string' && t.startsWith(`${dir}/`))
     .sort()
     .reverse();
 }

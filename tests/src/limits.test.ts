@@ -130,10 +130,14 @@ test('disk limit: a sandbox that writes more than diskMB is stopped and says why
   await new Promise((r) => setTimeout(r, 6000)); // a heartbeat passes; deleted data no longer counts
   assert.equal((await sbx.refresh()).state, 'running');
   await sbx.exec('head -c 100M /dev/urandom > big.bin').catch(() => undefined);
-  const info = await eventually(async () => {
-    const i = await sbx.refresh();
-    return i.state === 'dead' ? i : undefined;
-  }, 30_000, 'the sandbox to be stopped for exceeding its disk limit');
+  const info = await eventually(
+    async () => {
+      const i = await sbx.refresh();
+      return i.state === 'dead' ? i : undefined;
+    },
+    30_000,
+    'the sandbox to be stopped for exceeding its disk limit',
+  );
   assert.match(info?.error ?? '', /disk limit exceeded/);
   await sbx.kill();
 });

@@ -14,7 +14,7 @@ import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { existsSync, mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
 import path from 'node:path';
-import { getUsage, Sandbox, Snapshots, Template, WarrenError, type ProcessHandle } from '@warren/sdk';
+import { getUsage, Sandbox, Snapshots, Template, type WarrenError, type ProcessHandle } from '@warren/sdk';
 import { REPO, eventually, runscContainers, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 300_000 };
@@ -105,7 +105,13 @@ test('hibernate frees the host and resume continues memory, processes and files'
     assert.equal(await pythonSays(sbx, python.pid, 'after'), v, 'the python variable survived');
     assert.equal(await sbx.files.readText('notes.txt'), 'kept across hibernation\n');
     const procs = await sbx.processes.list();
-    assert.deepEqual(procs.filter((p) => p.running).map((p) => p.tag).sort(), ['counter', 'holder']);
+    assert.deepEqual(
+      procs
+        .filter((p) => p.running)
+        .map((p) => p.tag)
+        .sort(),
+      ['counter', 'holder'],
+    );
 
     // Explicit resume of a running sandbox changes nothing.
     assert.equal((await sbx.resume()).state, 'running');
@@ -132,7 +138,12 @@ test('20 hibernate/resume cycles keep every file exactly', T, async () => {
       }
       await sbx.hibernate();
       const r = await sbx.exec('cd cycle && sha256sum *.bin', { check: true });
-      const sums = new Map(r.stdout.trim().split('\n').map((l) => l.split(/\s+/).reverse() as [string, string]));
+      const sums = new Map(
+        r.stdout
+          .trim()
+          .split('\n')
+          .map((l) => l.split(/\s+/).reverse() as [string, string]),
+      );
       assert.equal(sums.size, written.size, `cycle ${cycle}: file count`);
       for (const [name, sum] of written) assert.equal(sums.get(name), sum, `cycle ${cycle}: ${name}`);
     }
@@ -190,7 +201,11 @@ test('fork refuses bad input and keeps nothing half made', T, async () => {
   try {
     await assert.rejects(sbx.forkTree(MAX_FORK + 1), (e: WarrenError) => e.status === 400 && /at most 4 children/.test(e.message));
     await assert.rejects(sbx.forkTree(0), (e: WarrenError) => e.status === 400 && /count/.test(e.message));
-    const res = await fetch(`${d!.url}/v1/sandboxes/${sbx.id}/fork`, { method: 'POST', headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' }, body: '{"count": 1, "colour": "red"}' });
+    const res = await fetch(`${d!.url}/v1/sandboxes/${sbx.id}/fork`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' },
+      body: '{"count": 1, "colour": "red"}',
+    });
     assert.equal(res.status, 400);
     assert.equal((await Sandbox.list(d!.conn)).length, 1, 'no child registered by refused forks');
 
@@ -199,7 +214,7 @@ test('fork refuses bad input and keeps nothing half made', T, async () => {
     await sbx.hibernate();
     const [child] = await sbx.forkTree(1);
     assert.ok(child);
-    assert.equal((await child.files.readText('state.txt')), 'asleep\n');
+    assert.equal(await child.files.readText('state.txt'), 'asleep\n');
     assert.equal((await sbx.refresh()).state, 'hibernated');
     await child.kill();
   } finally {
@@ -219,17 +234,25 @@ test('a disk too small for the image, or an image that cannot be restored, harms
   try {
     small = await startDaemon({ home: path.join(mnt, 'home') });
     const parent = await small.create();
-    await parent.exec(['python3', '-c', 'b = bytearray(100 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time; time.sleep(600)'], { background: true });
+    await parent.exec(['python3', '-c', 'b = bytearray(100 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time; time.sleep(600)'], {
+      background: true,
+    });
     await parent.exec(['node', '-e', COUNTER_SERVER], { background: true });
     await eventually(async () => (await parent.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0, 20_000, 'counter server up');
     await sleep(1500); // python has touched its 100 MB
     await assert.rejects(parent.forkTree(2), (e: WarrenError) => e.status === 429 && /not enough disk/.test(e.message));
-    await assert.rejects(parent.hibernate(), (e: WarrenError) => e.status === 429 && /not enough disk.*keeps running|keeps running.*not enough disk/.test(e.message));
+    await assert.rejects(
+      parent.hibernate(),
+      (e: WarrenError) => e.status === 429 && /not enough disk.*keeps running|keeps running.*not enough disk/.test(e.message),
+    );
     await assert.rejects(parent.snapshot(), (e: WarrenError) => e.status === 429 && /not enough disk/.test(e.message));
     // The parent is unharmed and running; nothing half made is registered or left on disk.
     assert.equal((await parent.refresh()).state, 'running');
     assert.equal(await count(parent), 2);
-    assert.deepEqual((await Sandbox.list(small.conn)).map((s) => s.id), [parent.id]);
+    assert.deepEqual(
+      (await Sandbox.list(small.conn)).map((s) => s.id),
+      [parent.id],
+    );
     assert.deepEqual(await Snapshots.list(small.conn), []);
     assert.deepEqual(leftImages(small.home), []);
     assert.deepEqual(runscContainers(small.home), [parent.id]);
@@ -249,7 +272,10 @@ test('a disk too small for the image, or an image that cannot be restored, harms
     truncateSync(path.join(d!.home, 'images', 'snapshots', snap.id, 'image', 'checkpoint.img'), 100);
     const before = (await Sandbox.list(d!.conn)).map((s) => s.id);
     await assert.rejects(d!.create({ snapshot: snap.id }), (e: WarrenError) => e.status === 500 && /runsc could not start/.test(e.message));
-    assert.deepEqual((await Sandbox.list(d!.conn)).map((s) => s.id), before);
+    assert.deepEqual(
+      (await Sandbox.list(d!.conn)).map((s) => s.id),
+      before,
+    );
     assert.deepEqual(runscContainers(d!.home).sort(), [...before].sort());
     await Snapshots.delete(snap.id, d!.conn);
   } finally {
@@ -328,7 +354,10 @@ test('snapshots: create from one, list, survive a daemon restart, protect their 
     // Restart the daemon: the snapshot is still there and still restores.
     await d!.stop();
     d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
-    assert.deepEqual((await Snapshots.list(d.conn)).map((s) => s.id), [snap.id]);
+    assert.deepEqual(
+      (await Snapshots.list(d.conn)).map((s) => s.id),
+      [snap.id],
+    );
     restored = await d.create({ snapshot: snap.id });
     assert.equal(restored.info.boot, 'snapshot');
     assert.equal(restored.info.source, snap.id);
@@ -351,7 +380,11 @@ test('CLI: hibernate, resume, fork, snapshot create/ls/rm', T, async () => {
   // daemon's timeout, and the next test's first request would meet a closed connection.
   const run = promisify(execFile);
   const warren = async (...args: string[]) => {
-    const r = await run(path.join(REPO, 'bin/warren'), args, { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 120_000 });
+    const r = await run(path.join(REPO, 'bin/warren'), args, {
+      encoding: 'utf8',
+      env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+      timeout: 120_000,
+    });
     return r.stdout;
   };
   const id = (await warren('create', '--idle', '600')).trim();
@@ -384,7 +417,10 @@ test('kill -9 of the daemon during a hibernate and a fork leaves no sandbox half
   const all = await Sandbox.list(d.conn);
   for (const s of all) assert.ok(['running', 'hibernated', 'dead'].includes(s.state), `${s.id} is ${s.state} after the restart`);
   for (const s of all.filter((x) => x.state === 'dead')) assert.ok(s.error, `${s.id} is dead without a reason`);
-  for (const [sbx, file] of [[a, 'a.txt'], [b, 'b.txt']] as const) {
+  for (const [sbx, file] of [
+    [a, 'a.txt'],
+    [b, 'b.txt'],
+  ] as const) {
     const info = all.find((s) => s.id === sbx.id)!;
     if (info.state === 'dead') continue;
     const again = await Sandbox.connect(sbx.id, d.conn);

@@ -14,7 +14,7 @@ import http from 'node:http';
 import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
-import { Sandbox, WarrenError } from '@warren/sdk';
+import type { Sandbox, WarrenError } from '@warren/sdk';
 import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 180_000 };
@@ -31,8 +31,28 @@ before(async () => {
   await new Promise<void>((r) => plain.listen(0, '127.0.0.1', r));
   plainPort = (plain.address() as AddressInfo).port;
   certDir = mkdtempSync('/tmp/warren-net-test-');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', path.join(certDir, 'key.pem'), '-out', path.join(certDir, 'cert.pem'), '-days', '1'], { stdio: 'ignore' });
-  secure = https.createServer({ key: readFileSync(path.join(certDir, 'key.pem')), cert: readFileSync(path.join(certDir, 'cert.pem')) }, (_req, res) => res.end('secret-free hello over tls\n'));
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-subj',
+      '/CN=localhost',
+      '-keyout',
+      path.join(certDir, 'key.pem'),
+      '-out',
+      path.join(certDir, 'cert.pem'),
+      '-days',
+      '1',
+    ],
+    { stdio: 'ignore' },
+  );
+  secure = https.createServer({ key: readFileSync(path.join(certDir, 'key.pem')), cert: readFileSync(path.join(certDir, 'cert.pem')) }, (_req, res) =>
+    res.end('secret-free hello over tls\n'),
+  );
   await new Promise<void>((r) => secure.listen(0, '127.0.0.1', r));
   securePort = (secure.address() as AddressInfo).port;
 });
@@ -63,8 +83,14 @@ test('a sandbox without a policy reaches nothing; the proxy variables are set', 
     const name = await curl(sbx, 'https://denied.invalid/');
     assert.notEqual(name.code, 0);
     const log = await sbx.egressLog();
-    assert.ok(log.some((e) => e.host === '127.0.0.1' && e.port === plainPort && e.decision === 'denied'), JSON.stringify(log));
-    assert.ok(log.some((e) => e.host === 'denied.invalid' && e.method === 'CONNECT' && e.decision === 'denied'), JSON.stringify(log));
+    assert.ok(
+      log.some((e) => e.host === '127.0.0.1' && e.port === plainPort && e.decision === 'denied'),
+      JSON.stringify(log),
+    );
+    assert.ok(
+      log.some((e) => e.host === 'denied.invalid' && e.method === 'CONNECT' && e.decision === 'denied'),
+      JSON.stringify(log),
+    );
   } finally {
     await sbx.kill();
   }
@@ -80,7 +106,11 @@ test('an allow rule opens exactly that host:port, for HTTP and HTTPS, and is aud
     assert.equal(s.code, 0, s.out);
     assert.equal(s.out, 'secret-free hello over tls\n');
     // node and python clients inside work through the same variables.
-    const py = await sbx.exec(['python3', '-c', `import urllib.request, os; os.environ['NO_PROXY'] = ''; os.environ['no_proxy'] = ''; print(urllib.request.urlopen('http://127.0.0.1:${plainPort}/py').read().decode().strip())`]);
+    const py = await sbx.exec([
+      'python3',
+      '-c',
+      `import urllib.request, os; os.environ['NO_PROXY'] = ''; os.environ['no_proxy'] = ''; print(urllib.request.urlopen('http://127.0.0.1:${plainPort}/py').read().decode().strip())`,
+    ]);
     assert.equal(py.stdout.trim(), `plain GET /py host=127.0.0.1:${plainPort}`, py.stderr);
 
     // The daemon's own API port is a local service of the host: not allowed by these rules.
@@ -96,7 +126,9 @@ test('an allow rule opens exactly that host:port, for HTTP and HTTPS, and is aud
     assert.ok(get, JSON.stringify(log));
     assert.equal(get.decision, 'allowed');
     assert.ok(get.bytesDown > 0);
-    await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.method === 'CONNECT' && e.port === securePort && e.decision === 'allowed' && e.bytesUp > 0 && e.bytesDown > 0));
+    await eventuallyTrue(async () =>
+      (await sbx.egressLog()).some((e) => e.method === 'CONNECT' && e.port === securePort && e.decision === 'allowed' && e.bytesUp > 0 && e.bytesDown > 0),
+    );
     assert.ok(log.some((e) => e.port === Number(new URL(d!.url).port) && e.decision === 'denied'));
   } finally {
     await sbx.kill();
@@ -113,13 +145,19 @@ test('attacks from root inside the sandbox are refused before anything leaves', 
     // Raw sockets and DNS to an outside resolver do not exist either.
     const raw = await sbx.exec(['python3', '-c', 'import socket; socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)'], { user: 'root' });
     assert.notEqual(raw.exitCode, 0);
-    const dns = await sbx.exec(['python3', '-c', "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(b'x', ('192.0.2.53', 53)); s.recv(10)"], { user: 'root' });
+    const dns = await sbx.exec(
+      ['python3', '-c', "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.settimeout(3); s.sendto(b'x', ('192.0.2.53', 53)); s.recv(10)"],
+      { user: 'root' },
+    );
     assert.notEqual(dns.exitCode, 0);
     // Unsetting the proxy variables leaves no way out.
     const unset = await sbx.exec(['env', '-u', 'HTTPS_PROXY', '-u', 'https_proxy', 'curl', '-sk', '--max-time', '5', `https://127.0.0.1:${securePort}/`]);
     assert.notEqual(unset.exitCode, 0);
     // A TLS handshake whose SNI differs from the CONNECT host is cut.
-    const sni = await sbx.exec(['python3', '-c', `
+    const sni = await sbx.exec([
+      'python3',
+      '-c',
+      `
 import socket, ssl
 s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
 s.sendall(b'CONNECT 127.0.0.1:${securePort} HTTP/1.1\\r\\nHost: 127.0.0.1:${securePort}\\r\\n\\r\\n')
@@ -127,7 +165,8 @@ assert b' 200 ' in s.recv(4096)
 ctx = ssl.create_default_context(); ctx.check_hostname = False; ctx.verify_mode = ssl.CERT_NONE
 t = ctx.wrap_socket(s, server_hostname='evil.invalid')
 print('handshake passed')
-`]);
+`,
+    ]);
     assert.notEqual(sni.exitCode, 0, sni.stdout);
     await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.decision === 'denied' && /SNI/.test(e.reason ?? '')));
   } finally {
@@ -144,17 +183,23 @@ test('a CONNECT to a host:port a rule names is answered inside; the daemon still
   const sbx = await d!.create({ network: { allow: [`127.0.0.1:${downPort}`, `127.0.0.1:${securePort}`] } });
   try {
     const ask = (authority: string) =>
-      sbx.exec(['python3', '-c', `
+      sbx.exec([
+        'python3',
+        '-c',
+        `
 import socket
 s = socket.create_connection(('127.0.0.1', 3128), timeout=10)
 s.sendall(b'CONNECT ${authority} HTTP/1.1\\r\\nHost: ${authority}\\r\\n\\r\\n')
 head = s.recv(4096)
 print(head.split(b'\\r\\n')[0].decode())
 print('closed' if s.recv(4096) == b'' else 'open')
-`]);
+`,
+      ]);
     const down = await ask(`127.0.0.1:${downPort}`);
     assert.equal(down.stdout, 'HTTP/1.1 200 Connection Established\nclosed\n', down.stderr);
-    await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.port === downPort && e.method === 'CONNECT' && /cannot connect/.test(e.reason ?? '')));
+    await eventuallyTrue(async () =>
+      (await sbx.egressLog()).some((e) => e.port === downPort && e.method === 'CONNECT' && /cannot connect/.test(e.reason ?? '')),
+    );
     // Not named by a rule: the daemon answers, with its reason.
     const other = await ask(`127.0.0.1:${plainPort}`);
     assert.match(other.stdout, /^HTTP\/1\.1 403 /, other.stderr);
@@ -180,7 +225,11 @@ test('policies change at runtime, are validated, and forks inherit them', T, asy
     const viaChild = await curl(child, `http://127.0.0.1:${plainPort}/child`);
     assert.equal(viaChild.code, 0, viaChild.out);
     assert.ok((await child.egressLog()).some((e) => e.path === '/child'));
-    assert.equal((await sbx.egressLog()).some((e) => e.path === '/child'), false, 'audit is per sandbox');
+    assert.equal(
+      (await sbx.egressLog()).some((e) => e.path === '/child'),
+      false,
+      'audit is per sandbox',
+    );
     await child.kill();
 
     // After a hibernate the policy and the proxy still work.
@@ -210,7 +259,10 @@ test('plain TCP to an allowed host:port works through the connect helper (ssh Pr
     assert.equal(denied.exitCode, 1);
     assert.match(denied.stderr, /refused 127\.0\.0\.1:\d+: .*not allowed/);
     const log = await sbx.egressLog();
-    assert.ok(log.some((e) => e.method === 'CONNECT' && e.port === echoPort && e.decision === 'allowed' && e.bytesUp === 14), JSON.stringify(log));
+    assert.ok(
+      log.some((e) => e.method === 'CONNECT' && e.port === echoPort && e.decision === 'allowed' && e.bytesUp === 14),
+      JSON.stringify(log),
+    );
   } finally {
     await sbx.kill();
     echo.close();
@@ -239,7 +291,11 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
   try {
     await sbx.exec(['node', '-e', COUNTER], { background: true });
     await sbx.exec(['node', '-e', UPGRADE_ECHO], { background: true });
-    await eventuallyTrue(async () => (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0 && (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3001/'])).exitCode === 0);
+    await eventuallyTrue(
+      async () =>
+        (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0 &&
+        (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3001/'])).exitCode === 0,
+    );
     const url = await sbx.getUrl(3000);
     assert.match(url, new RegExp(`^http://3000-${sbx.id}\\.localhost:\\d+/\\?warren_token=[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$`));
 
@@ -252,7 +308,7 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
     assert.ok(cookie, 'the token is traded for a cookie');
     const bare = `${new URL(url).origin}/`; // the port URL without its token
     // A browser comes back with the cookie only.
-    const second = await viaDaemon(bare + 'again', { cookie });
+    const second = await viaDaemon(`${bare}again`, { cookie });
     assert.equal(second.status, 200, second.body);
     assert.equal((JSON.parse(second.body) as { cookie: string | null }).cookie, null, "warren's cookie stays out of the app");
     // The API key works too and stays out of the app.
@@ -263,7 +319,7 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
     assert.equal((await viaDaemon(bare, { authorization: 'Bearer wrong' })).status, 401);
     const token = new URL(url).searchParams.get('warren_token')!;
     assert.equal((await viaDaemon(url.replace('http://3000-', 'http://3001-'))).status, 401, 'a token opens only its own port');
-    assert.equal((await viaDaemon(url.replace(token, token.slice(0, -2) + 'xx'))).status, 401);
+    assert.equal((await viaDaemon(url.replace(token, `${token.slice(0, -2)}xx`))).status, 401);
     const short = await sbx.getUrl(3000, { expiresInSeconds: 1 });
     await new Promise((r) => setTimeout(r, 2100));
     assert.equal((await viaDaemon(short)).status, 401, 'an expired token is refused');
@@ -275,7 +331,9 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
     const wsUrl = new URL(await sbx.getUrl(3001));
     const echoed = await new Promise<string>((resolve, reject) => {
       const sock = net.connect(Number(wsUrl.port), '127.0.0.1', () => {
-        sock.write(`GET /?warren_token=${wsUrl.searchParams.get('warren_token')} HTTP/1.1\r\nHost: ${wsUrl.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n`);
+        sock.write(
+          `GET /?warren_token=${wsUrl.searchParams.get('warren_token')} HTTP/1.1\r\nHost: ${wsUrl.host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n`,
+        );
       });
       let got = '';
       sock.on('data', (d: Buffer) => {

@@ -60,7 +60,10 @@ test('background start with a tag: listed running, then exited with its exit cod
   assert.equal(running.running, true);
   assert.equal(running.exitCode, null);
   assert.equal(running.endedAt, undefined);
-  assert.ok(running.command.some((a) => a.includes('echo started')), `command ${JSON.stringify(running.command)}`);
+  assert.ok(
+    running.command.some((a) => a.includes('echo started')),
+    `command ${JSON.stringify(running.command)}`,
+  );
   assert.ok(!Number.isNaN(Date.parse(running.startedAt)));
   await release(go);
   const done = await exited(h.pid);
@@ -204,7 +207,7 @@ test('stdin: cat gets text sent in pieces; writing after close or without keepSt
 
 test('stdin of several MiB through sendStdin is delivered whole', T, async () => {
   const h = await sbx.exec('wc -c', { background: true, keepStdinOpen: true });
-  const piece = 'x'.repeat(1024 * 1024 - 1) + '\n';
+  const piece = `${'x'.repeat(1024 * 1024 - 1)}\n`;
   await h.sendStdin(piece.repeat(3));
   await h.sendStdin('tail\n');
   await h.closeStdin();
@@ -245,7 +248,11 @@ test('signals: SIGTERM and SIGKILL end a process; exitCode and signal say so', T
 test('a signal reaches the whole process group of a background command', T, async () => {
   const name = `grp-${randomBytes(4).toString('hex')}`;
   const h = await sbx.exec(`(exec -a ${name} sleep 1000) & (exec -a ${name} sleep 1000) & wait`, { background: true });
-  await eventually(async () => (await sbx.exec(['ps', '-eo', 'args'])).stdout.split('\n').filter((l) => l.startsWith(name)).length === 2, 20_000, 'both children');
+  await eventually(
+    async () => (await sbx.exec(['ps', '-eo', 'args'])).stdout.split('\n').filter((l) => l.startsWith(name)).length === 2,
+    20_000,
+    'both children',
+  );
   await h.kill();
   await exited(h.pid);
   await eventually(async () => !(await sbx.exec(['ps', '-eo', 'args'])).stdout.includes(name), 20_000, 'no child to remain');

@@ -22,7 +22,10 @@ function startStrayContainer(home: string, id: string): void {
   mkdirSync(bundle, { recursive: true });
   execFileSync('runsc', ['spec', '--bundle', bundle, '--', '/bin/sleep', '1000']);
   const specPath = path.join(bundle, 'config.json');
-  const spec = JSON.parse(execFileSync('cat', [specPath], { encoding: 'utf8' })) as { root: { path: string; readonly: boolean }; process: { terminal: boolean } };
+  const spec = JSON.parse(execFileSync('cat', [specPath], { encoding: 'utf8' })) as {
+    root: { path: string; readonly: boolean };
+    process: { terminal: boolean };
+  };
   spec.root = { path: path.join(TEMPLATES, 'base/current/rootfs'), readonly: true };
   spec.process.terminal = false;
   writeFileSync(specPath, JSON.stringify(spec));

@@ -30,13 +30,18 @@ test('get, list with metadata and state filters, pagination', async () => {
   const g1 = await Sandbox.list({ ...d.conn, metadata: { group: 'g1' } });
   assert.deepEqual(g1.map((s) => s.id).sort(), [a.id, b.id].sort());
   const n2 = await Sandbox.list({ ...d.conn, metadata: { group: 'g1', n: '2' } });
-  assert.deepEqual(n2.map((s) => s.id), [b.id]);
+  assert.deepEqual(
+    n2.map((s) => s.id),
+    [b.id],
+  );
   const running = await Sandbox.list({ ...d.conn, state: 'running' });
   assert.ok(running.length >= 3);
   const page1 = await d.http.json<{ sandboxes: { id: string }[]; nextCursor?: string }>('GET', '/v1/sandboxes', { query: { limit: 2 } });
   assert.equal(page1.sandboxes.length, 2);
   assert.ok(page1.nextCursor);
-  const page2 = await d.http.json<{ sandboxes: { id: string }[]; nextCursor?: string }>('GET', '/v1/sandboxes', { query: { limit: 2, cursor: page1.nextCursor } });
+  const page2 = await d.http.json<{ sandboxes: { id: string }[]; nextCursor?: string }>('GET', '/v1/sandboxes', {
+    query: { limit: 2, cursor: page1.nextCursor },
+  });
   assert.ok(page2.sandboxes.length >= 1);
   assert.equal(new Set([...page1.sandboxes, ...page2.sandboxes].map((s) => s.id)).size, page1.sandboxes.length + page2.sandboxes.length);
   const again = await Sandbox.connect(c.id, d.conn);
@@ -63,7 +68,11 @@ test('ttl: the reaper kills expired sandboxes with no client; setTtl extends fro
   // The reaper destroys the sandbox first and forgets its record last (so a failed
   // teardown is never lost track of): wait for the record, then check the container.
   await eventually(
-    () => Sandbox.connect(short.id, d.conn).then(() => false, (e: Error) => e instanceof NotFoundError),
+    () =>
+      Sandbox.connect(short.id, d.conn).then(
+        () => false,
+        (e: Error) => e instanceof NotFoundError,
+      ),
     15_000,
     'expired sandbox to be reaped',
   );
@@ -86,10 +95,7 @@ test('invalid ttl and resources: 400 naming the field', async () => {
   await assert.rejects(d.create({ ttlSeconds: -5 }), (e: Error) => e instanceof InvalidArgumentError && /ttlSeconds/.test(e.message));
   await assert.rejects(d.create({ resources: { memoryMB: 1 } }), (e: Error) => e instanceof InvalidArgumentError && /resources\.memoryMB/.test(e.message));
   await assert.rejects(d.create({ resources: { cpus: 0 } }), (e: Error) => e instanceof InvalidArgumentError && /resources\.cpus/.test(e.message));
-  await assert.rejects(
-    d.create({ resources: { bogus: 1 } as never }),
-    (e: Error) => e instanceof InvalidArgumentError && /resources/.test(e.message),
-  );
+  await assert.rejects(d.create({ resources: { bogus: 1 } as never }), (e: Error) => e instanceof InvalidArgumentError && /resources/.test(e.message));
 });
 
 test('requests without a valid API key get 401', async () => {

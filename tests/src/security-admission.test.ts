@@ -66,7 +66,11 @@ async function call(method: string, route: string, body: unknown): Promise<{ sta
 async function assertNothingCreated(what: string): Promise<void> {
   const listed = (await Sandbox.list(d!.conn)).map((s) => s.id).filter((id) => !removed.has(id));
   assert.deepEqual(listed, [parent.id], `${what}: sandboxes listed`);
-  assert.deepEqual(runscContainers(d!.home).filter((id) => !removed.has(id)), [parent.id], `${what}: runsc containers`);
+  assert.deepEqual(
+    runscContainers(d!.home).filter((id) => !removed.has(id)),
+    [parent.id],
+    `${what}: runsc containers`,
+  );
   const snaps = (await d!.http.json<{ snapshots: SnapshotInfo[] }>('GET', '/v1/snapshots')).snapshots.map((s) => s.id).filter((id) => !removed.has(id));
   assert.deepEqual(snaps, [snapshot.id], `${what}: snapshots`);
 }
@@ -77,7 +81,10 @@ async function refused(what: string, method: string, route: string, body: unknow
   assert.equal(r.status, 400, `${what}: ${JSON.stringify(r)}`);
   assert.equal(r.error.code, 'invalid_argument', what);
   assert.ok(r.error.message.includes(field), `${what}: the message names ${field}: ${r.error.message}`);
-  assert.ok(new RegExp(`\\b${String(limit).replace(/\./g, '\\.')}\\b`).test(r.error.message), `${what}: the message names the limit ${limit}: ${r.error.message}`);
+  assert.ok(
+    new RegExp(`\\b${String(limit).replace(/\./g, '\\.')}\\b`).test(r.error.message),
+    `${what}: the message names the limit ${limit}: ${r.error.message}`,
+  );
   await assertNothingCreated(what);
   return r.error.message;
 }
@@ -152,7 +159,14 @@ test('restores from a snapshot: the merged resources are checked; snapshot metad
   await create('restore with 256 GiB', { snapshot: snapshot.id, resources: { memoryMB: 256 * 1024 } }, 'resources.memoryMB', host.memoryMB);
   await create('restore with 64 cpus', { snapshot: snapshot.id, resources: { cpus: 64 } }, 'resources.cpus', host.cpus);
   await create('restore with cpus 0.001', { snapshot: snapshot.id, resources: { cpus: 0.001 } }, 'resources.cpus', 0.1);
-  await refused('snapshot with 65 metadata keys', 'POST', `/v1/sandboxes/${parent.id}/snapshots`, { metadata: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v'])) }, 'metadata', 64);
+  await refused(
+    'snapshot with 65 metadata keys',
+    'POST',
+    `/v1/sandboxes/${parent.id}/snapshots`,
+    { metadata: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`k${i}`, 'v'])) },
+    'metadata',
+    64,
+  );
 });
 
 test('warm pool size beyond 64', T, async () => {
@@ -174,10 +188,20 @@ test('a file mode with trailing garbage is refused, not read as its octal prefix
 });
 
 test('the SDK and the CLI pass the refusal on readably', T, async () => {
-  await assert.rejects(d!.create({ resources: { cpus: 0.001 } }), (e: Error) => e instanceof InvalidArgumentError && e.message === 'resources.cpus must be at least 0.1 (got 0.001)');
-  await assert.rejects(d!.create({ resources: { memoryMB: 256 * 1024 } }), (e: Error) => e instanceof InvalidArgumentError && e.message.startsWith(`resources.memoryMB must be at most ${host.memoryMB}`));
+  await assert.rejects(
+    d!.create({ resources: { cpus: 0.001 } }),
+    (e: Error) => e instanceof InvalidArgumentError && e.message === 'resources.cpus must be at least 0.1 (got 0.001)',
+  );
+  await assert.rejects(
+    d!.create({ resources: { memoryMB: 256 * 1024 } }),
+    (e: Error) => e instanceof InvalidArgumentError && e.message.startsWith(`resources.memoryMB must be at most ${host.memoryMB}`),
+  );
   const cli = (...args: string[]) =>
-    spawnSync(path.join(REPO, 'bin/warren'), args, { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 60_000 });
+    spawnSync(path.join(REPO, 'bin/warren'), args, {
+      encoding: 'utf8',
+      env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+      timeout: 60_000,
+    });
   const low = cli('create', '--cpus', '0.001');
   assert.equal(low.status, 1, low.stderr);
   assert.equal(low.stderr, 'warren: resources.cpus must be at least 0.1 (got 0.001)\n');

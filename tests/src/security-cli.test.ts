@@ -60,7 +60,14 @@ test('ls and info show hostile metadata as visible escapes; --json is exact', T,
     assertInert(ls.stdout.replace(/\n$/, '').split('\n').join(''), 'warren ls');
     const lines = ls.stdout.trimEnd().split('\n');
     assert.equal(lines.length, 2, `a header and one row, no fake line:\n${ls.stdout}`);
-    for (const shown of ['title=\\x1b]0;pwned\\x07', 'clear=\\x1b[2J\\x1b[H', 'c1=\\u009b2J\\u009d0;owned\\u009c', 'bidi=safe\\u202eexe.sh', 'line=x\\nsb-fake000000 running base', '\\x1b[31mkey=red']) {
+    for (const shown of [
+      'title=\\x1b]0;pwned\\x07',
+      'clear=\\x1b[2J\\x1b[H',
+      'c1=\\u009b2J\\u009d0;owned\\u009c',
+      'bidi=safe\\u202eexe.sh',
+      'line=x\\nsb-fake000000 running base',
+      '\\x1b[31mkey=red',
+    ]) {
       assert.ok(lines[1]?.includes(shown), `ls shows ${shown}: ${lines[1]}`);
     }
 
@@ -72,7 +79,10 @@ test('ls and info show hostile metadata as visible escapes; --json is exact', T,
 
     const lsJson = warren('ls', '--json', '--metadata', 'suite=security-cli');
     assertInert(lsJson.stdout.split('\n').join(''), 'warren ls --json');
-    assert.deepEqual((JSON.parse(lsJson.stdout) as SandboxInfo[]).map((s) => s.metadata), [{ ...HOSTILE, suite: 'security-cli' }]);
+    assert.deepEqual(
+      (JSON.parse(lsJson.stdout) as SandboxInfo[]).map((s) => s.metadata),
+      [{ ...HOSTILE, suite: 'security-cli' }],
+    );
     const infoJson = warren('info', sbx.id, '--json');
     assertInert(infoJson.stdout.split('\n').join(''), 'warren info --json');
     assert.deepEqual((JSON.parse(infoJson.stdout) as SandboxInfo).metadata, { ...HOSTILE, suite: 'security-cli' });
@@ -118,8 +128,14 @@ test('egress shows a hostile Host header escaped; --json is exact', T, async () 
     const json = warren('egress', sbx.id, '--json');
     assert.equal(json.code, 0, json.stderr);
     assertInert(json.stdout.split('\n').join(''), 'warren egress --json');
-    const entries = json.stdout.trimEnd().split('\n').map((l) => JSON.parse(l) as { host: string; reason?: string });
-    assert.deepEqual(entries.map((e) => e.host), [hostile]);
+    const entries = json.stdout
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { host: string; reason?: string });
+    assert.deepEqual(
+      entries.map((e) => e.host),
+      [hostile],
+    );
     assert.equal(entries[0]?.reason, entry.reason, 'the reason comes back exactly too');
   } finally {
     await sbx.kill();

@@ -31,7 +31,7 @@ echo "etc $(ls -A /etc | sha256sum | cut -c1-16) canary $(ls -A /root/canary | s
  * temporary file beside them) with symlinks to the targets, and the directory itself with a
  * symlink to /etc or the canary.
  */
-const SWAPPER = String.raw`
+const SWAPPER = `
 import os, random, time
 base = '/home/user/race'
 targets = ['/etc/shadow', '/etc/passwd', '/root/canary/secret', '/etc', '/root/canary']
@@ -83,7 +83,10 @@ async function attempt(p: Promise<unknown>): Promise<void> {
 test('files: uploads, downloads, mkdir, move and remove raced by a symlink swapper never touch a file outside what the caller named', T, async () => {
   const sbx = await d!.create();
   try {
-    await sbx.exec('mkdir -p /root/canary && echo root-only > /root/canary/secret && chmod 700 /root/canary && chmod 600 /root/canary/secret', { user: 'root', check: true });
+    await sbx.exec('mkdir -p /root/canary && echo root-only > /root/canary/secret && chmod 700 /root/canary && chmod 600 /root/canary/secret', {
+      user: 'root',
+      check: true,
+    });
     await sbx.exec('mkdir -p /home/user/race', { check: true });
     const before = await snapshot(sbx);
     await sbx.files.write('/home/user/swapper.py', SWAPPER);

@@ -55,7 +55,7 @@ function fingerprint(p: string): Record<string, string> {
  * per operation, 'ok' or the errno name. Operations that change the name come last and are
  * undone if they worked (they act on the sandbox's own overlay for rootfs files).
  */
-const ATTACK = String.raw`
+const ATTACK = `
 import errno, json, os, sys
 def attempt(fn):
     try:
@@ -115,7 +115,12 @@ async function attack(sbx: Sandbox, inUserNamespace: boolean): Promise<Record<st
 test('host: root cannot change the guest files, node or its template on the host, in its own namespace or after a remount in a user namespace', T, async () => {
   const guestDir = path.join(d!.home, 'guest');
   const rootfs = realpathSync(path.join(tpl, 'base/current/rootfs'));
-  const before = { guest: fingerprint(guestDir), node: fingerprint(realpathSync(process.execPath)), true: fingerprint(path.join(rootfs, ROOTFS_TARGET)), bin: readdirSync(path.join(rootfs, 'usr/bin')).length };
+  const before = {
+    guest: fingerprint(guestDir),
+    node: fingerprint(realpathSync(process.execPath)),
+    true: fingerprint(path.join(rootfs, ROOTFS_TARGET)),
+    bin: readdirSync(path.join(rootfs, 'usr/bin')).length,
+  };
   const sbx = await d!.create();
   try {
     for (const userns of [false, true]) {
@@ -181,7 +186,10 @@ test('host: a template build step cannot change the host resolv.conf it is given
     `unshare -Urm sh -c 'mount -o remount,rw,bind /etc/resolv.conf; grep " /etc/resolv.conf " /proc/mounts; ${attempts.map((a) => `(${a}) 2>&1`).join('; ')}; true'`,
   ].join('\n');
   const lines: string[] = [];
-  await Template.buildRecipe({ name: 'sec-resolv', from: 'base', steps: [{ type: 'run', cmd: probe, user: 'root' }] }, { ...d!.conn, onEvent: (e) => e.type === 'log' && lines.push(e.line) });
+  await Template.buildRecipe(
+    { name: 'sec-resolv', from: 'base', steps: [{ type: 'run', cmd: probe, user: 'root' }] },
+    { ...d!.conn, onEvent: (e) => e.type === 'log' && lines.push(e.line) },
+  );
   assert.match(lines.join('\n'), /\/etc\/resolv\.conf 9p rw/, `the step did not get a read-write remount to attack:\n${lines.join('\n')}`);
   assert.deepEqual(fingerprint('/etc/resolv.conf'), before, `the host's resolv.conf changed:\n${lines.join('\n')}`);
   await Template.delete('sec-resolv', d!.conn);
@@ -189,7 +197,10 @@ test('host: a template build step cannot change the host resolv.conf it is given
 
 test('host: warren doctor checks that each view is mounted read-only, and fails when one is not', T, async () => {
   const doctor = () =>
-    spawnSync(path.join(REPO, 'bin/warren'), ['doctor'], { encoding: 'utf8', env: { ...process.env, WARREN_HOME: d!.home, WARREN_TEMPLATES: tpl, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey } });
+    spawnSync(path.join(REPO, 'bin/warren'), ['doctor'], {
+      encoding: 'utf8',
+      env: { ...process.env, WARREN_HOME: d!.home, WARREN_TEMPLATES: tpl, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+    });
   const ok = doctor();
   for (const view of ['guest', 'templates', 'node']) {
     assert.match(ok.stdout, new RegExp(`ok +read-only view ${d!.home}/views/${view}: read-only bind mount`), ok.stdout);

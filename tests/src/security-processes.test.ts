@@ -23,9 +23,7 @@ after(async () => {
 /** Every process in the sandbox but init, the agent and the `ps` asking. */
 async function strays(sbx: Sandbox): Promise<string[]> {
   const ps = await sbx.exec(['ps', '-eo', 'pid,ppid,sid,user,args', '--no-headers'], { user: 'root' });
-  return ps.stdout
-    .split('\n')
-    .filter((l) => l.trim() && !/warren-init|agent\.cjs serve|ps -eo/.test(l));
+  return ps.stdout.split('\n').filter((l) => l.trim() && !/warren-init|agent\.cjs serve|ps -eo/.test(l));
 }
 
 // Escapes every usual way: a new session, a double fork (reparented to init), nohup, disown.

@@ -8,7 +8,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Sandbox } from '@warren/sdk';
+import type { Sandbox } from '@warren/sdk';
 import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 180_000 };
@@ -77,7 +77,10 @@ test('snapshots: a sandbox restored from a snapshot has no egress rules or crede
     assert.equal((await curl(bare)).stdout, '403');
     assert.equal(seenAuth.length, before, 'the refused request reached the server');
     const log = await bare.egressLog();
-    assert.ok(log.some((e) => e.host === '127.0.0.1' && e.port === port && e.decision === 'denied'), JSON.stringify(log));
+    assert.ok(
+      log.some((e) => e.host === '127.0.0.1' && e.port === port && e.decision === 'denied'),
+      JSON.stringify(log),
+    );
 
     const given = await d!.create({ snapshot: snap.id, network: { allow: [target] } });
     restored.push(given);
@@ -93,7 +96,13 @@ test('api: the key is accepted as Authorization: Bearer or X-Api-Key (E2B client
   const get = (headers: Record<string, string>) => fetch(`${d!.url}/v1/sandboxes`, { headers });
   assert.equal((await get({ authorization: `Bearer ${d!.apiKey}` })).status, 200);
   assert.equal((await get({ 'x-api-key': d!.apiKey })).status, 200);
-  const refused: Array<Record<string, string>> = [{}, { 'x-api-key': 'wk_wrong' }, { authorization: 'Bearer wk_wrong' }, { authorization: d!.apiKey }, { authorization: `Bearer wk_wrong`, 'x-api-key': d!.apiKey }];
+  const refused: Array<Record<string, string>> = [
+    {},
+    { 'x-api-key': 'wk_wrong' },
+    { authorization: 'Bearer wk_wrong' },
+    { authorization: d!.apiKey },
+    { authorization: `Bearer wk_wrong`, 'x-api-key': d!.apiKey },
+  ];
   for (const headers of refused) {
     const res = await get(headers);
     assert.equal(res.status, 401, JSON.stringify(headers));

@@ -20,7 +20,7 @@ const NAME = 'echo.warren.test';
 const DENIED = 'denied.warren.test';
 /** Sends a banner and closes at once, like a server refusing politely or an HTTP/1.0 answer. */
 const BANNER = 'banner.warren.test';
-const BANNER_TEXT = 'x'.repeat(100_000) + ' the end\n';
+const BANNER_TEXT = `${'x'.repeat(100_000)} the end\n`;
 let d: DaemonHandle | undefined;
 let dns: DnsRecorder;
 let lines: net.Server;
@@ -108,11 +108,18 @@ test('an ordinary client reaches an allowed NAME:PORT through its forwarder, aud
     assert.equal(sh.exitCode, 0, sh.stderr);
     assert.equal(sh.stdout.trim(), 'ready|echo from bash');
 
-    await eventually(async () => (await sbx.egressLog()).filter((e) => e.host === NAME && e.port === port && e.decision === 'allowed' && e.bytesUp > 0).length >= 2, 10_000, 'two allowed records');
+    await eventually(
+      async () => (await sbx.egressLog()).filter((e) => e.host === NAME && e.port === port && e.decision === 'allowed' && e.bytesUp > 0).length >= 2,
+      10_000,
+      'two allowed records',
+    );
     // A server that answers and closes at once: the whole answer arrives before the EOF,
     // also when the client has already shut its sending side.
     await sbx.setNetwork({ allow: [...rules(), `${BANNER}:${bannerPort}`, `127.0.0.1:${bannerPort}`] });
-    const read = await sbx.exec(['python3', '-c', `
+    const read = await sbx.exec([
+      'python3',
+      '-c',
+      `
 import socket
 s = socket.create_connection(('${BANNER}', ${bannerPort}), timeout=15)
 s.shutdown(socket.SHUT_WR)
@@ -121,7 +128,8 @@ while True:
     c = s.recv(65536)
     if not c: break
     got += c
-print(len(got), got[-8:].decode().strip())`]);
+print(len(got), got[-8:].decode().strip())`,
+    ]);
     assert.equal(read.exitCode, 0, read.stderr);
     assert.equal(read.stdout.trim(), `${BANNER_TEXT.length} the end`);
     const rec = (await sbx.egressLog()).find((e) => e.host === NAME && e.port === port)!;
@@ -160,11 +168,25 @@ test('names the policy refuses are never resolved for the sandbox; refused ports
     assert.equal(via.code, 0, via.err);
     assert.equal(via.out, 'ready|echo hello from python');
 
-    await eventually(async () => (await sbx.egressLog()).some((e) => e.decision === 'allowed' && e.host === NAME && e.port === port), 10_000, 'the forwarded connection in the audit log');
+    await eventually(
+      async () => (await sbx.egressLog()).some((e) => e.decision === 'allowed' && e.host === NAME && e.port === port),
+      10_000,
+      'the forwarded connection in the audit log',
+    );
     const log = await sbx.egressLog();
-    assert.ok(log.some((e) => e.host === DENIED && e.port === port && e.method === 'CONNECT' && e.decision === 'denied'), JSON.stringify(log));
-    assert.ok(log.some((e) => e.host === NAME && e.port === otherPort && e.decision === 'denied'), JSON.stringify(log));
-    assert.equal(log.some((e) => e.host === DENIED && e.decision === 'allowed'), false, JSON.stringify(log));
+    assert.ok(
+      log.some((e) => e.host === DENIED && e.port === port && e.method === 'CONNECT' && e.decision === 'denied'),
+      JSON.stringify(log),
+    );
+    assert.ok(
+      log.some((e) => e.host === NAME && e.port === otherPort && e.decision === 'denied'),
+      JSON.stringify(log),
+    );
+    assert.equal(
+      log.some((e) => e.host === DENIED && e.decision === 'allowed'),
+      false,
+      JSON.stringify(log),
+    );
 
     assert.ok(dns.asked(NAME), 'the recorder saw the allowed name (it works)');
     assert.equal(dns.asked(DENIED), false, `the daemon looked up a denied name: ${JSON.stringify(dns.queries)}`);
@@ -187,7 +209,7 @@ test('PUT network opens and closes forwarders and keeps the sandbox’s own /etc
     const v4 = await sbx.exec(['bash', '-c', 'getent ahostsv4 localhost | head -1; getent ahostsv4 "$(hostname)" | head -1']);
     assert.match(v4.stdout, /^127\.0\.0\.1\s+STREAM localhost\n127\.0\.1\.1\s+STREAM \S+\n$/, v4.stderr);
     const caps = await sbx.exec(['grep', 'CapBnd', '/proc/self/status'], { user: 'root' });
-    const bounding = BigInt('0x' + caps.stdout.trim().split(/\s+/)[1]);
+    const bounding = BigInt(`0x${caps.stdout.trim().split(/\s+/)[1]}`);
     assert.equal(bounding & ((1n << 12n) | (1n << 21n)), 0n, `root inside holds no CAP_NET_ADMIN or CAP_SYS_ADMIN: ${caps.stdout}`);
     const mine = await sbx.exec(['bash', '-c', "echo '10.11.12.13 mine.example' >> /etc/hosts"], { user: 'root' });
     assert.equal(mine.exitCode, 0, mine.stderr);
@@ -224,7 +246,11 @@ test('forwarders work in forks and after hibernate and resume', T, async () => {
       const c = await pyConnect(child, NAME, port);
       assert.equal(c.code, 0, c.err);
       assert.equal(c.out, 'ready|echo hello from python');
-      await eventually(async () => (await child.egressLog()).some((e) => e.host === NAME && e.port === port && e.decision === 'allowed'), 10_000, 'the child’s audit record');
+      await eventually(
+        async () => (await child.egressLog()).some((e) => e.host === NAME && e.port === port && e.decision === 'allowed'),
+        10_000,
+        'the child’s audit record',
+      );
       // The child's policy is its own: closing it there leaves the parent's forwarder open.
       await child.setNetwork({ allow: [] });
       assert.notEqual((await pyConnect(child, NAME, port)).code, 0);

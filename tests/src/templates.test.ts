@@ -42,7 +42,7 @@ after(async () => {
 
 function mountsUnder(dir: string): string[] {
   const out = execFileSync('findmnt', ['-rn', '-o', 'TARGET'], { encoding: 'utf8' });
-  return out.split('\n').filter((m) => m === dir || m.startsWith(dir + '/'));
+  return out.split('\n').filter((m) => m === dir || m.startsWith(`${dir}/`));
 }
 
 /**
@@ -158,13 +158,16 @@ test('cache hits and misses by step; a change re-runs only what changed', async 
   assert.deepEqual(stagingLeft(), []);
 });
 
-test('the last step\'s deletions, replacements and opaque directories show in the template; the base is untouched', async () => {
+test("the last step's deletions, replacements and opaque directories show in the template; the base is untouched", async () => {
   // The layers below the last step are flattened while it runs, then only its changes are applied.
   const recipe: Recipe = {
     name: 'tlayers',
     from: 'base',
     steps: [
-      { type: 'run', cmd: 'mkdir -p /opt/t/dir2file /opt/t/opq /opt/t/keepdir && echo k > /opt/t/keep && echo d > /opt/t/del && echo x > /opt/t/dir2file/x && echo f > /opt/t/file2dir && echo a > /opt/t/opq/a && echo kd > /opt/t/keepdir/kd' },
+      {
+        type: 'run',
+        cmd: 'mkdir -p /opt/t/dir2file /opt/t/opq /opt/t/keepdir && echo k > /opt/t/keep && echo d > /opt/t/del && echo x > /opt/t/dir2file/x && echo f > /opt/t/file2dir && echo a > /opt/t/opq/a && echo kd > /opt/t/keepdir/kd',
+      },
       {
         type: 'run',
         cmd: 'rm /opt/t/del && rm -rf /opt/t/dir2file && echo f2 > /opt/t/dir2file && rm /opt/t/file2dir && mkdir /opt/t/file2dir && echo y > /opt/t/file2dir/y && rm -rf /opt/t/opq && mkdir /opt/t/opq && echo c > /opt/t/opq/c && echo new > /opt/t/keepdir/new && chmod 700 /opt/t/keepdir && rm -rf /usr/share/doc && rm /etc/debian_version',
@@ -173,10 +176,20 @@ test('the last step\'s deletions, replacements and opaque directories show in th
   };
   const r = await build(recipe);
   assert.equal(r.error, undefined, r.error?.message);
-  assert.ok(r.events.some((e) => e.type === 'log' && /the lower 2 while the last step ran/.test(e.line)), 'the lower layers were flattened during the last step');
+  assert.ok(
+    r.events.some((e) => e.type === 'log' && /the lower 2 while the last step ran/.test(e.line)),
+    'the lower layers were flattened during the last step',
+  );
   const sbx = await d!.create({ template: 'tlayers' });
   try {
-    const listing = await sbx.exec(['bash', '-c', 'cd /opt/t && find . | sort | tr "\\n" " "; stat -c %a keepdir; cat dir2file opq/c; ls -d /usr/share/doc /etc/debian_version 2>&1 | wc -l'], { user: 'root' });
+    const listing = await sbx.exec(
+      [
+        'bash',
+        '-c',
+        'cd /opt/t && find . | sort | tr "\\n" " "; stat -c %a keepdir; cat dir2file opq/c; ls -d /usr/share/doc /etc/debian_version 2>&1 | wc -l',
+      ],
+      { user: 'root' },
+    );
     assert.equal(
       listing.stdout,
       '. ./dir2file ./file2dir ./file2dir/y ./keep ./keepdir ./keepdir/kd ./keepdir/new ./opq ./opq/c 700\nf2\nc\n2\n',
@@ -281,8 +294,14 @@ test('bad input is refused with 400 naming the field', async () => {
   await bad({ name: 'Bad_Name', from: 'base' }, /name: must be lowercase/);
   await bad({ name: '-x', from: 'base' }, /name:/);
   await bad({ name: 'ok', from: 'nosuchbase' }, /from: unknown template 'nosuchbase'/);
-  await bad({ name: 'ok', from: 'base', contextDir: ctx, steps: [{ type: 'copy', src: 'missing.txt', dest: '/x' }] }, /steps\.0\.src: 'missing\.txt' does not exist/);
-  await bad({ name: 'ok', from: 'base', contextDir: ctx, steps: [{ type: 'copy', src: '../../etc/passwd', dest: '/x' }] }, /steps\.0\.src: .* outside the build context/);
+  await bad(
+    { name: 'ok', from: 'base', contextDir: ctx, steps: [{ type: 'copy', src: 'missing.txt', dest: '/x' }] },
+    /steps\.0\.src: 'missing\.txt' does not exist/,
+  );
+  await bad(
+    { name: 'ok', from: 'base', contextDir: ctx, steps: [{ type: 'copy', src: '../../etc/passwd', dest: '/x' }] },
+    /steps\.0\.src: .* outside the build context/,
+  );
   await bad({ name: 'ok', from: 'base', steps: [{ type: 'copy', src: 'a', dest: '/x' }] }, /contextDir: required/);
   await bad({ name: 'ok', from: 'base', steps: [{ type: 'copy', src: 'a', dest: 'relative' }] }, /steps\.0\.dest: must be an absolute path/);
   await bad({ name: 'ok', from: 'base', steps: [{ type: 'nope' }] }, /steps\.0/);
@@ -345,7 +364,14 @@ function layerExists(layer: string): boolean {
 
 test('template prune drops the layers no version was built from, refuses during a build, and --all empties the cache', async () => {
   const nonce = Date.now();
-  const keep = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  const keep = await build({
+    name: 'tkeep',
+    from: 'base',
+    steps: [
+      { type: 'run', cmd: `echo keep ${nonce} > /kept` },
+      { type: 'env', env: { KEPT: '1' } },
+    ],
+  });
   assert.equal(keep.error, undefined, keep.error?.message);
   // 2 MB of its own in the layer: space a prune must give back once the template is gone.
   const gone = await build({ name: 'tgone', from: 'base', steps: [{ type: 'run', cmd: `head -c 2M /dev/urandom > /blob; echo ${nonce} > /gone` }] });
@@ -376,22 +402,40 @@ test('template prune drops the layers no version was built from, refuses during 
   assert.ok(pruned.kept >= keptLayers.length, JSON.stringify(pruned));
   assert.ok(pruned.freedBytes >= 2 * 1024 * 1024, `freed ${pruned.freedBytes} bytes`);
   assert.ok(keptLayers.every(layerExists), 'the layers of a template on disk stay');
-  assert.ok(!goneLayers.some(layerExists), 'the removed template\'s layers went');
+  assert.ok(!goneLayers.some(layerExists), "the removed template's layers went");
   assert.equal(layerCount(), pruned.kept);
   assert.deepEqual(readdirSync(path.join(tpl, '.trash')), []);
-  const again = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  const again = await build({
+    name: 'tkeep',
+    from: 'base',
+    steps: [
+      { type: 'run', cmd: `echo keep ${nonce} > /kept` },
+      { type: 'env', env: { KEPT: '1' } },
+    ],
+  });
   assert.deepEqual(again.cached, [true, true, true], 'rebuilding a kept template is still cached');
 
   // Bad input names the field.
-  for (const [body, pattern] of [[{ all: 'yes' }, /all/], [{ everything: true }, /everything/]] as const) {
-    const r = await fetch(`${d!.url}/v1/templates/prune`, { method: 'POST', headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  for (const [body, pattern] of [
+    [{ all: 'yes' }, /all/],
+    [{ everything: true }, /everything/],
+  ] as const) {
+    const r = await fetch(`${d!.url}/v1/templates/prune`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
     const t = await r.text();
     assert.equal(r.status, 400, t);
     assert.match(t, pattern);
   }
 
   // --all, from the CLI: nothing is cached any more, and templates and sandboxes do not care.
-  const cli = spawnSync(path.join(REPO, 'bin/warren'), ['template', 'prune', '--all'], { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 120_000 });
+  const cli = spawnSync(path.join(REPO, 'bin/warren'), ['template', 'prune', '--all'], {
+    encoding: 'utf8',
+    env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+    timeout: 120_000,
+  });
   assert.equal(cli.status, 0, cli.stderr);
   assert.match(cli.stdout, /^removed \d+ cached layers?, \d+\.\d MB freed; kept 0 that template versions were built from$/m);
   assert.equal(layerCount(), 0);
@@ -399,7 +443,14 @@ test('template prune drops the layers no version was built from, refuses during 
   const after = await d!.create({ template: 'tkeep', ttlSeconds: 300 });
   assert.equal((await after.exec('cat /kept; echo $KEPT')).stdout, `keep ${nonce}\n1\n`, 'a template needs no layer to start');
   // A version on disk is the whole build's cache: nothing runs, no layer comes back.
-  const same = await build({ name: 'tkeep', from: 'base', steps: [{ type: 'run', cmd: `echo keep ${nonce} > /kept` }, { type: 'env', env: { KEPT: '1' } }] });
+  const same = await build({
+    name: 'tkeep',
+    from: 'base',
+    steps: [
+      { type: 'run', cmd: `echo keep ${nonce} > /kept` },
+      { type: 'env', env: { KEPT: '1' } },
+    ],
+  });
   assert.deepEqual(same.cached, [true, true, true]);
   assert.ok(same.events.some((e) => e.type === 'log' && /is already built/.test(e.line)));
   assert.equal(layerCount(), 0);
@@ -424,7 +475,11 @@ test('CLI: template build shows progress, ls, rm, and exits non-zero on failure'
   };
   writeFileSync(path.join(dir, 'recipe.json'), JSON.stringify(recipe));
   const warren = (...args: string[]) => {
-    const r = spawnSync(path.join(REPO, 'bin/warren'), args, { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 300_000 });
+    const r = spawnSync(path.join(REPO, 'bin/warren'), args, {
+      encoding: 'utf8',
+      env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+      timeout: 300_000,
+    });
     return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
   };
   const first = warren('template', 'build', path.join(dir, 'recipe.json'), '--name', 'tcli');

@@ -82,7 +82,10 @@ test('a killed sandbox is billed for its allocated resources while it ran, at th
 
   const r = await getUsage({ since: windowStart }, d.conn);
   assert.deepEqual(r.prices, { currency: 'USD', vcpuHour: 3.6, gibHour: 0.36 });
-  for (const [sbx, cpus, memoryMB] of [[big, 2, 2048], [small, 1, 512]] as const) {
+  for (const [sbx, cpus, memoryMB] of [
+    [big, 2, 2048],
+    [small, 1, 512],
+  ] as const) {
     assert.deepEqual([sbx.info.resources.cpus, sbx.info.resources.memoryMB], [cpus, memoryMB]);
     const u = find(r, sbx.id);
     assert.ok(u, `${sbx.id} is in the report after its kill`);
@@ -128,13 +131,22 @@ test('a killed sandbox is billed for its allocated resources while it ran, at th
 
 test('bad windows are refused with 400 naming the field', T, async () => {
   const d = daemon();
-  await assert.rejects(getUsage({ since: 'yesterday' }, d.conn), (err: Error) => err instanceof InvalidArgumentError && /since: must be an ISO 8601 date/.test(err.message));
-  await assert.rejects(getUsage({ until: '2024-13-45T00:00:00Z' }, d.conn), (err: Error) => err instanceof InvalidArgumentError && /until: must be an ISO 8601 date/.test(err.message));
+  await assert.rejects(
+    getUsage({ since: 'yesterday' }, d.conn),
+    (err: Error) => err instanceof InvalidArgumentError && /since: must be an ISO 8601 date/.test(err.message),
+  );
+  await assert.rejects(
+    getUsage({ until: '2024-13-45T00:00:00Z' }, d.conn),
+    (err: Error) => err instanceof InvalidArgumentError && /until: must be an ISO 8601 date/.test(err.message),
+  );
   await assert.rejects(
     getUsage({ since: '2024-05-02T00:00:00Z', until: '2024-05-01T00:00:00Z' }, d.conn),
     (err: Error) => err instanceof InvalidArgumentError && /since .* is after until/.test(err.message),
   );
-  await assert.rejects(d.http.json('GET', '/v1/usage', { query: { from: '2024-05-01' } }), (err: Error) => err instanceof InvalidArgumentError && /unknown query parameter from/.test(err.message));
+  await assert.rejects(
+    d.http.json('GET', '/v1/usage', { query: { from: '2024-05-01' } }),
+    (err: Error) => err instanceof InvalidArgumentError && /unknown query parameter from/.test(err.message),
+  );
   // Date-only and offset forms are ISO 8601 too.
   const r = await getUsage({ since: '2024-05-01', until: '2024-05-02T00:00:00+02:00' }, d.conn);
   assert.equal(r.since, '2024-05-01T00:00:00.000Z');

@@ -67,10 +67,14 @@ test('a cold create of a template with a start command runs it and waits until r
 });
 
 test('a build queues the bake of a template with a start command', T, async () => {
-  const info = await eventually(async () => {
-    const b = await getBake('web', d!.conn);
-    return b.state === 'ready' || b.state === 'failed' ? b : undefined;
-  }, 120_000, 'the bake queued by the build');
+  const info = await eventually(
+    async () => {
+      const b = await getBake('web', d!.conn);
+      return b.state === 'ready' || b.state === 'failed' ? b : undefined;
+    },
+    120_000,
+    'the bake queued by the build',
+  );
   assert.equal(info!.state, 'ready', info!.error);
 });
 
@@ -96,7 +100,10 @@ test('baked: every create restores the started server, with the same in-memory s
     assert.match(ps.stdout, /node \/app\/server\.js/);
     // The start process is a tracked process of the agent, tagged 'start'.
     const procs = await a.processes.list();
-    assert.ok(procs.some((p) => p.tag === 'start' && p.running), JSON.stringify(procs));
+    assert.ok(
+      procs.some((p) => p.tag === 'start' && p.running),
+      JSON.stringify(procs),
+    );
     assert.ok(!procs.some((p) => p.tag === 'ready-check'), `the bake's ready checks are not listed: ${JSON.stringify(procs)}`);
   } finally {
     await Promise.all([a.kill(), b.kill()]);
@@ -114,7 +121,7 @@ test('late binding: a restored sandbox gets its own id, hostname, env and metada
     assert.equal(r.stdout.trim(), `hi there|${sbx.id}|3000|/app|user`);
     // Root inside gets no CAP_SYS_ADMIN, although warren-init holds it to set the hostname.
     const caps = await sbx.exec(['grep', 'CapEff', '/proc/self/status'], { user: 'root', check: true });
-    const eff = BigInt('0x' + caps.stdout.trim().split(/\s+/)[1]);
+    const eff = BigInt(`0x${caps.stdout.trim().split(/\s+/)[1]}`);
     assert.equal(eff & (1n << 21n), 0n, caps.stdout);
   } finally {
     await sbx.kill();
@@ -209,10 +216,14 @@ test('pool sizes survive a daemon restart; pooled sandboxes are not leaked by a 
   d = await startDaemon({ home: d!.home, env: { WARREN_TEMPLATES: tplDir } });
   // The crashed daemon's member was unknown to the registry: recovery destroyed it, and the
   // new daemon fills the pool again from the saved size.
-  const p = await eventually(async () => {
-    const info = await getPool('web', d!.conn);
-    return info.ready === 1 ? info : undefined;
-  }, 120_000, 'pool refilled after restart');
+  const p = await eventually(
+    async () => {
+      const info = await getPool('web', d!.conn);
+      return info.ready === 1 ? info : undefined;
+    },
+    120_000,
+    'pool refilled after restart',
+  );
   assert.equal(p?.size, 1);
   assert.equal(runscContainers(d!.home).length, 1, `containers: ${allRunscContainers(d!.home).join(', ')}`);
   await setPoolSize('web', 0, d!.conn);

@@ -49,10 +49,22 @@ export async function runCreate(ctx: Context): Promise<void> {
 
   const r = ctx.report;
   r.add({ key: 'raw-runsc-node', suite: SUITE, label: 'raw `runsc run` node -e 0 (spawn→exit)', unit: 'ms', values: rawNode, isBaseline: true });
-  r.add({ key: 'raw-runsc-true', suite: SUITE, label: 'raw `runsc run` /bin/true (spawn→exit)', unit: 'ms', values: rawTrue, baseline: 'raw-runsc-node', note: 'sandbox start+teardown without node start-up' });
+  r.add({
+    key: 'raw-runsc-true',
+    suite: SUITE,
+    label: 'raw `runsc run` /bin/true (spawn→exit)',
+    unit: 'ms',
+    values: rawTrue,
+    baseline: 'raw-runsc-node',
+    note: 'sandbox start+teardown without node start-up',
+  });
   r.add({ key: 'sdk-create', suite: SUITE, label: 'Sandbox.create → ready', unit: 'ms', values: create, baseline: 'raw-runsc-node' });
   r.add({ key: 'sdk-create-exec', suite: SUITE, label: 'Sandbox.create + first exec(true)', unit: 'ms', values: firstExec, baseline: 'raw-runsc-node' });
   r.add({ key: 'sdk-kill', suite: SUITE, label: 'sbx.kill()', unit: 'ms', values: kill });
   const ratio = r.p50('sdk-create') / r.p50('raw-runsc-node');
-  r.target('create p50 ≤ 1.3× raw runsc run (node -e 0)', ratio <= 1.3, `${r.p50('sdk-create').toFixed(0)} ms vs ${r.p50('raw-runsc-node').toFixed(0)} ms = ${ratio.toFixed(2)}×`);
+  r.target(
+    'create p50 ≤ 1.3× raw runsc run (node -e 0)',
+    ratio <= 1.3,
+    `${r.p50('sdk-create').toFixed(0)} ms vs ${r.p50('raw-runsc-node').toFixed(0)} ms = ${ratio.toFixed(2)}×`,
+  );
 }

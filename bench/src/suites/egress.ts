@@ -81,7 +81,7 @@ server.listen(Number(port), '127.0.0.1', () => console.log(JSON.stringify({ port
  * The daemon's EgressProxy on a loopback port, in a process of its own:
  * `node proxy.mjs DAEMON_DIR RULE AUDIT_DB`.
  */
-const PROXY_MJS = String.raw`import net from 'node:net';
+const PROXY_MJS = `import net from 'node:net';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -363,7 +363,23 @@ export async function runEgress(ctx: Context): Promise<void> {
   const dir = ctx.tmp('egress');
   const cert = path.join(dir, 'cert.pem');
   const key = path.join(dir, 'key.pem');
-  await run('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-subj', '/CN=localhost', '-keyout', key, '-out', cert, '-days', '1']);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-subj',
+    '/CN=localhost',
+    '-keyout',
+    key,
+    '-out',
+    cert,
+    '-days',
+    '1',
+  ]);
   writeFileSync(path.join(dir, 'server.cjs'), SERVER_CJS);
   writeFileSync(path.join(dir, 'proxy.mjs'), PROXY_MJS);
 
@@ -386,9 +402,16 @@ export async function runEgress(ctx: Context): Promise<void> {
   ] as const) {
     await sbx.files.write(`${SBX_DIR}/${name}`, data, { user: 'root' });
   }
-  await sbx.exec(['sh', '-c', `exec ${GUEST_NODE} ${SBX_DIR}/server.cjs ${SBX_PORT} ${SBX_DIR}/cert.pem ${SBX_DIR}/key.pem >${SBX_DIR}/server.log 2>&1`], { user: 'root', background: true });
+  await sbx.exec(['sh', '-c', `exec ${GUEST_NODE} ${SBX_DIR}/server.cjs ${SBX_PORT} ${SBX_DIR}/cert.pem ${SBX_DIR}/key.pem >${SBX_DIR}/server.log 2>&1`], {
+    user: 'root',
+    background: true,
+  });
   const sbxUrl = (p: string) => `https://127.0.0.1:${SBX_PORT}${p}`;
-  const ready = await sbx.exec(['sh', '-c', `for i in $(seq 100); do curl -sk --noproxy '*' -o /dev/null ${sbxUrl('/tiny')} && exit 0; sleep 0.1; done; cat ${SBX_DIR}/server.log; exit 1`]);
+  const ready = await sbx.exec([
+    'sh',
+    '-c',
+    `for i in $(seq 100); do curl -sk --noproxy '*' -o /dev/null ${sbxUrl('/tiny')} && exit 0; sleep 0.1; done; cat ${SBX_DIR}/server.log; exit 1`,
+  ]);
   if (ready.exitCode !== 0) throw new Error(`the server inside the sandbox did not come up: ${ready.stdout}${ready.stderr}`);
 
   // 1. Latency, host node client: the proxy alone. Warm-up, then interleaved.
@@ -420,7 +443,9 @@ export async function runEgress(ctx: Context): Promise<void> {
     hostCurlDirect.push(...parseCurlTimes(await run('curl', curlTinyArgs(hostUrl('/tiny'), k, NO_PROXY)), k, 'host curl direct'));
     hostCurlProxied.push(...parseCurlTimes(await run('curl', curlTinyArgs(hostUrl('/tiny'), k, hostProxy)), k, 'host curl via proxy'));
     sbxCurlDirect.push(...parseCurlTimes(await sbxRun(sbx, ['curl', ...curlTinyArgs(sbxUrl('/tiny'), k, NO_PROXY)], 'curl direct'), k, 'sandbox curl direct'));
-    sbxCurlProxied.push(...parseCurlTimes(await sbxRun(sbx, ['curl', ...curlTinyArgs(hostUrl('/tiny'), k, SBX_PROXY)], 'curl via proxy'), k, 'sandbox curl via proxy'));
+    sbxCurlProxied.push(
+      ...parseCurlTimes(await sbxRun(sbx, ['curl', ...curlTinyArgs(hostUrl('/tiny'), k, SBX_PROXY)], 'curl via proxy'), k, 'sandbox curl via proxy'),
+    );
     gvisorCurlDirect.push(...parseCurlTimes(await rawCurl(k), k, 'raw gVisor (hostinet) curl direct'));
   }
 
@@ -465,10 +490,18 @@ export async function runEgress(ctx: Context): Promise<void> {
     unit: 'ms',
     values: hostProxied,
     baseline: 'egress-host-node-direct',
-    note: 'the proxy alone: the daemon\'s EgressProxy class in a process of its own on a loopback port (CONNECT, policy check, upstream connect, SNI check, audit in SQLite); new TCP + TLS per request',
+    note: "the proxy alone: the daemon's EgressProxy class in a process of its own on a loopback port (CONNECT, policy check, upstream connect, SNI check, audit in SQLite); new TCP + TLS per request",
   });
   r.add({ key: 'egress-host-curl-direct', suite: LATENCY, label: 'host: curl GET, direct', unit: 'ms', values: hostCurlDirect, isBaseline: true });
-  r.add({ key: 'egress-host-curl-proxy', suite: LATENCY, label: 'host: curl GET via EgressProxy', unit: 'ms', values: hostCurlProxied, baseline: 'egress-host-curl-direct', note: "curl's time_total, one curl for a batch of URLs (connections not reused: the server closes them)" });
+  r.add({
+    key: 'egress-host-curl-proxy',
+    suite: LATENCY,
+    label: 'host: curl GET via EgressProxy',
+    unit: 'ms',
+    values: hostCurlProxied,
+    baseline: 'egress-host-curl-direct',
+    note: "curl's time_total, one curl for a batch of URLs (connections not reused: the server closes them)",
+  });
   r.add({
     key: 'egress-gvisor-curl-direct',
     suite: LATENCY,
@@ -478,7 +511,14 @@ export async function runEgress(ctx: Context): Promise<void> {
     isBaseline: true,
     note: "curl in a raw `runsc run --network=host` on base's rootfs, no warren: a client under gVisor whose sockets are the host's, straight to the host server",
   });
-  r.add({ key: 'egress-sbx-curl-direct', suite: LATENCY, label: 'in sandbox: curl GET, server in the sandbox', unit: 'ms', values: sbxCurlDirect, isBaseline: true });
+  r.add({
+    key: 'egress-sbx-curl-direct',
+    suite: LATENCY,
+    label: 'in sandbox: curl GET, server in the sandbox',
+    unit: 'ms',
+    values: sbxCurlDirect,
+    isBaseline: true,
+  });
   r.add({
     key: 'egress-sbx-curl-proxy',
     suite: LATENCY,
@@ -486,12 +526,36 @@ export async function runEgress(ctx: Context): Promise<void> {
     unit: 'ms',
     values: sbxCurlProxied,
     baseline: 'egress-gvisor-curl-direct',
-    note: 'end to end: the agent on 127.0.0.1:3128, its channel to the daemon (runsc stdio), the daemon\'s EgressProxy, the host server. Its baseline is the same curl under gVisor with the host network (hostinet), straight to the same server',
+    note: "end to end: the agent on 127.0.0.1:3128, its channel to the daemon (runsc stdio), the daemon's EgressProxy, the host server. Its baseline is the same curl under gVisor with the host network (hostinet), straight to the same server",
   });
 
-  r.add({ key: 'egress-host-bulk-direct', suite: THROUGHPUT, label: 'host: curl 256 MiB, direct', unit: 'MiB/s', values: hostBulkDirect, isBaseline: true, higherIsBetter: true });
-  r.add({ key: 'egress-host-bulk-proxy', suite: THROUGHPUT, label: 'host: curl 256 MiB via EgressProxy', unit: 'MiB/s', values: hostBulkProxied, baseline: 'egress-host-bulk-direct', higherIsBetter: true });
-  r.add({ key: 'egress-sbx-bulk-direct', suite: THROUGHPUT, label: 'in sandbox: curl 256 MiB, server in the sandbox', unit: 'MiB/s', values: sbxBulkDirect, isBaseline: true, higherIsBetter: true });
+  r.add({
+    key: 'egress-host-bulk-direct',
+    suite: THROUGHPUT,
+    label: 'host: curl 256 MiB, direct',
+    unit: 'MiB/s',
+    values: hostBulkDirect,
+    isBaseline: true,
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'egress-host-bulk-proxy',
+    suite: THROUGHPUT,
+    label: 'host: curl 256 MiB via EgressProxy',
+    unit: 'MiB/s',
+    values: hostBulkProxied,
+    baseline: 'egress-host-bulk-direct',
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'egress-sbx-bulk-direct',
+    suite: THROUGHPUT,
+    label: 'in sandbox: curl 256 MiB, server in the sandbox',
+    unit: 'MiB/s',
+    values: sbxBulkDirect,
+    isBaseline: true,
+    higherIsBetter: true,
+  });
   r.add({
     key: 'egress-sbx-bulk-proxy',
     suite: THROUGHPUT,
@@ -504,8 +568,22 @@ export async function runEgress(ctx: Context): Promise<void> {
   });
 
   const pick = (mode: 'proxy' | 'direct', f: (c: ConcResult) => number | null) => conc[mode].map(f).filter((v): v is number => v !== null);
-  r.add({ key: 'egress-conc-direct-open', suite: CONCURRENCY, label: `in sandbox: ${CONCURRENT} TLS connections to a server in the sandbox, all open`, unit: 'ms', values: pick('direct', (c) => c.establishedMs), isBaseline: true });
-  r.add({ key: 'egress-conc-direct-total', suite: CONCURRENCY, label: '  and a GET on each, all done', unit: 'ms', values: pick('direct', (c) => c.totalMs), isBaseline: true });
+  r.add({
+    key: 'egress-conc-direct-open',
+    suite: CONCURRENCY,
+    label: `in sandbox: ${CONCURRENT} TLS connections to a server in the sandbox, all open`,
+    unit: 'ms',
+    values: pick('direct', (c) => c.establishedMs),
+    isBaseline: true,
+  });
+  r.add({
+    key: 'egress-conc-direct-total',
+    suite: CONCURRENCY,
+    label: '  and a GET on each, all done',
+    unit: 'ms',
+    values: pick('direct', (c) => c.totalMs),
+    isBaseline: true,
+  });
   r.add({
     key: 'egress-conc-proxy-open',
     suite: CONCURRENCY,
@@ -515,7 +593,14 @@ export async function runEgress(ctx: Context): Promise<void> {
     baseline: 'egress-conc-direct-open',
     note: `python3 threads inside the sandbox; each connects (CONNECT through 127.0.0.1:3128, or directly), does the TLS handshake and waits at a barrier, so all ${CONCURRENT} are open at the same time; then each sends one GET`,
   });
-  r.add({ key: 'egress-conc-proxy-total', suite: CONCURRENCY, label: '  and a GET on each, all done', unit: 'ms', values: pick('proxy', (c) => c.totalMs), baseline: 'egress-conc-direct-total' });
+  r.add({
+    key: 'egress-conc-proxy-total',
+    suite: CONCURRENCY,
+    label: '  and a GET on each, all done',
+    unit: 'ms',
+    values: pick('proxy', (c) => c.totalMs),
+    baseline: 'egress-conc-direct-total',
+  });
 
   // Targets.
   const added = r.p50('egress-host-node-proxy') - r.p50('egress-host-node-direct');
@@ -551,9 +636,16 @@ export async function runEgress(ctx: Context): Promise<void> {
     `${CONCURRENT} concurrent connections from one sandbox without errors`,
     errs === 0 && conc.proxy.every((c) => c.errorCount === 0),
     `${conc.proxy.length} rounds, errors ${conc.proxy.map((c) => c.errorCount).join(', ')} (opened ${conc.proxy.map((c) => c.opened).join(', ')} of ${CONCURRENT}); direct baseline errors ${directErrs}` +
-      (conc.proxy.some((c) => c.errors.length) ? `; first: ${conc.proxy.flatMap((c) => c.errors).slice(0, 3).join(' | ')}` : ''),
+      (conc.proxy.some((c) => c.errors.length)
+        ? `; first: ${conc.proxy
+            .flatMap((c) => c.errors)
+            .slice(0, 3)
+            .join(' | ')}`
+        : ''),
   );
-  r.note(`egress: the sandbox's audit log had ${audit.total} records: ${audit.total - audit.denied} allowed, ${audit.denied} denied${audit.denied ? ` (first reason: ${audit.firstDenied})` : ''}`);
+  r.note(
+    `egress: the sandbox's audit log had ${audit.total} records: ${audit.total - audit.denied} allowed, ${audit.denied} denied${audit.denied ? ` (first reason: ${audit.firstDenied})` : ''}`,
+  );
   r.note(
     `egress: latency rows are ${nLat} requests each (p50 ${fmt(percentile(hostDirect, 50))} ms host direct); the in-sandbox baseline server runs under gVisor, so its handshake costs ` +
       'the server side too: the end-to-end difference is not the proxy alone (see the host rows for that)',

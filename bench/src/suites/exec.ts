@@ -66,7 +66,14 @@ export async function runExec(ctx: Context): Promise<void> {
   }
 
   const r = ctx.report;
-  r.add({ key: 'sbx-spawnsync-true', suite: SUITE, label: 'in sandbox: node spawnSync(/bin/true) (floor)', unit: 'ms', values: valuesOf(floor, (name) => name === 'node spawnSync /bin/true', 'spawn.cjs'), isBaseline: true });
+  r.add({
+    key: 'sbx-spawnsync-true',
+    suite: SUITE,
+    label: 'in sandbox: node spawnSync(/bin/true) (floor)',
+    unit: 'ms',
+    values: valuesOf(floor, (name) => name === 'node spawnSync /bin/true', 'spawn.cjs'),
+    isBaseline: true,
+  });
   r.add({
     key: 'sbx-bash-time-loop',
     suite: SUITE,
@@ -87,9 +94,20 @@ export async function runExec(ctx: Context): Promise<void> {
     baseline: 'sbx-spawnsync-true',
     note: "the agent's clock starts once warren-init has started the command (vfork+execve done), so the spawn is not in it",
   });
-  r.add({ key: 'sdk-exec-start', suite: SUITE, label: "exec(['true'], {background}) → pid", unit: 'ms', values: start, note: 'transport + the agent + warren-init up to the command having been exec()ed' });
+  r.add({
+    key: 'sdk-exec-start',
+    suite: SUITE,
+    label: "exec(['true'], {background}) → pid",
+    unit: 'ms',
+    values: start,
+    note: 'transport + the agent + warren-init up to the command having been exec()ed',
+  });
   r.add({ key: 'sdk-files-exists', suite: SUITE, label: 'files.exists round trip (guest call, no spawn)', unit: 'ms', values: guestCall });
   r.add({ key: 'sdk-refresh', suite: SUITE, label: 'sbx.refresh() round trip (daemon only)', unit: 'ms', values: daemonCall });
   const over = r.p50('sdk-exec-true') - r.p50('sbx-spawnsync-true');
-  r.target('exec p50 ≤ in-sandbox spawnSync floor p50 + 10 ms', over <= 10, `${r.p50('sdk-exec-true').toFixed(1)} ms vs floor ${r.p50('sbx-spawnsync-true').toFixed(1)} ms (${over >= 0 ? '+' : ''}${over.toFixed(1)} ms); host sh -c true ${r.p50('host-sh-c-true').toFixed(1)} ms`);
+  r.target(
+    'exec p50 ≤ in-sandbox spawnSync floor p50 + 10 ms',
+    over <= 10,
+    `${r.p50('sdk-exec-true').toFixed(1)} ms vs floor ${r.p50('sbx-spawnsync-true').toFixed(1)} ms (${over >= 0 ? '+' : ''}${over.toFixed(1)} ms); host sh -c true ${r.p50('host-sh-c-true').toFixed(1)} ms`,
+  );
 }

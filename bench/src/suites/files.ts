@@ -116,8 +116,24 @@ export async function runFiles(ctx: Context): Promise<void> {
 
   const tput = (v: number[]) => v.map((t) => MIB / (t / 1000));
   const r = ctx.report;
-  r.add({ key: 'host-socket-write', suite: SUITE, label: 'host: 100 MiB → 127.0.0.1 socket → file', unit: 'MiB/s', values: tput(base.write), isBaseline: true, higherIsBetter: true });
-  r.add({ key: 'host-socket-read', suite: SUITE, label: 'host: file → 127.0.0.1 socket, 100 MiB', unit: 'MiB/s', values: tput(base.read), isBaseline: true, higherIsBetter: true });
+  r.add({
+    key: 'host-socket-write',
+    suite: SUITE,
+    label: 'host: 100 MiB → 127.0.0.1 socket → file',
+    unit: 'MiB/s',
+    values: tput(base.write),
+    isBaseline: true,
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'host-socket-read',
+    suite: SUITE,
+    label: 'host: file → 127.0.0.1 socket, 100 MiB',
+    unit: 'MiB/s',
+    values: tput(base.read),
+    isBaseline: true,
+    higherIsBetter: true,
+  });
   r.add({
     key: 'raw-stdin',
     suite: SUITE,
@@ -128,13 +144,69 @@ export async function runFiles(ctx: Context): Promise<void> {
     higherIsBetter: true,
     note: 'the channel the daemon writes files through, without warren',
   });
-  r.add({ key: 'raw-stdout', suite: SUITE, label: 'raw runsc: 100 MiB sandbox stdout → host (node)', unit: 'MiB/s', values: tput(rawOut), isBaseline: true, higherIsBetter: true });
-  r.add({ key: 'sdk-write-buffer', suite: SUITE, label: 'files.write(Buffer 100 MiB)', unit: 'MiB/s', values: tput(writeBuf), baseline: 'host-socket-write', higherIsBetter: true });
-  r.add({ key: 'sdk-write-stream', suite: SUITE, label: 'files.write(stream of 1 MiB chunks)', unit: 'MiB/s', values: tput(writeStream), baseline: 'host-socket-write', higherIsBetter: true });
-  r.add({ key: 'sdk-read-stream', suite: SUITE, label: 'files.readStream 100 MiB', unit: 'MiB/s', values: tput(read), baseline: 'host-socket-read', higherIsBetter: true });
-  r.add({ key: 'sdk-write-buffer-vs-raw', suite: SUITE, label: 'files.write(Buffer) vs raw stdin', unit: 'MiB/s', values: tput(writeBuf), baseline: 'raw-stdin', higherIsBetter: true });
-  r.add({ key: 'sdk-write-stream-vs-raw', suite: SUITE, label: 'files.write(stream) vs raw stdin', unit: 'MiB/s', values: tput(writeStream), baseline: 'raw-stdin', higherIsBetter: true });
-  r.add({ key: 'sdk-read-stream-vs-raw', suite: SUITE, label: 'files.readStream vs raw stdout', unit: 'MiB/s', values: tput(read), baseline: 'raw-stdout', higherIsBetter: true });
+  r.add({
+    key: 'raw-stdout',
+    suite: SUITE,
+    label: 'raw runsc: 100 MiB sandbox stdout → host (node)',
+    unit: 'MiB/s',
+    values: tput(rawOut),
+    isBaseline: true,
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'sdk-write-buffer',
+    suite: SUITE,
+    label: 'files.write(Buffer 100 MiB)',
+    unit: 'MiB/s',
+    values: tput(writeBuf),
+    baseline: 'host-socket-write',
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'sdk-write-stream',
+    suite: SUITE,
+    label: 'files.write(stream of 1 MiB chunks)',
+    unit: 'MiB/s',
+    values: tput(writeStream),
+    baseline: 'host-socket-write',
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'sdk-read-stream',
+    suite: SUITE,
+    label: 'files.readStream 100 MiB',
+    unit: 'MiB/s',
+    values: tput(read),
+    baseline: 'host-socket-read',
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'sdk-write-buffer-vs-raw',
+    suite: SUITE,
+    label: 'files.write(Buffer) vs raw stdin',
+    unit: 'MiB/s',
+    values: tput(writeBuf),
+    baseline: 'raw-stdin',
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'sdk-write-stream-vs-raw',
+    suite: SUITE,
+    label: 'files.write(stream) vs raw stdin',
+    unit: 'MiB/s',
+    values: tput(writeStream),
+    baseline: 'raw-stdin',
+    higherIsBetter: true,
+  });
+  r.add({
+    key: 'sdk-read-stream-vs-raw',
+    suite: SUITE,
+    label: 'files.readStream vs raw stdout',
+    unit: 'MiB/s',
+    values: tput(read),
+    baseline: 'raw-stdout',
+    higherIsBetter: true,
+  });
   for (const [key, what] of [
     ['sdk-write-buffer', 'write (Buffer)'],
     ['sdk-write-stream', 'write (stream)'],

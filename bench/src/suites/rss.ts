@@ -63,7 +63,7 @@ export async function runRss(ctx: Context): Promise<void> {
   // more sandbox costs is the drop in MemAvailable with DENSITY_N of them idling.
   await sleep(1000);
   const availBefore = memAvailable();
-  const many: Array<Awaited<ReturnType<Context["sandbox"]>>> = [];
+  const many: Array<Awaited<ReturnType<Context['sandbox']>>> = [];
   for (let i = 0; i < DENSITY_N; i++) many.push(await ctx.sandbox());
   await Promise.all(many.map(({ sbx: s }) => s.exec(['true'])));
   await sleep(SETTLE_MS);
@@ -86,13 +86,55 @@ export async function runRss(ctx: Context): Promise<void> {
   r.add({ key: 'daemon-rss-1', suite: SUITE, label: 'daemon RSS, 1 idle sandbox', unit: 'MB', values: idle1, baseline: 'bare-node-rss' });
   r.add({ key: 'raw-sandbox-pss', suite: SUITE, label: `raw runsc idle node: host PSS (${rawPids} procs)`, unit: 'MB', values: rawPss, isBaseline: true });
   r.add({ key: 'raw-sandbox-rss', suite: SUITE, label: 'raw runsc idle node: host RSS sum', unit: 'MB', values: rawRss, baseline: 'raw-sandbox-pss' });
-  r.add({ key: 'sandbox-pss', suite: SUITE, label: `idle sandbox: host PSS (${pids.length} procs, each address space once)`, unit: 'MB', values: sbxPss, baseline: 'raw-sandbox-pss', note: `PSS per pid: ${detail}` });
-  r.add({ key: 'sandbox-rss', suite: SUITE, label: 'idle sandbox: host RSS, each address space once (counts shared binaries in full)', unit: 'MB', values: sbxRss, baseline: 'raw-sandbox-rss' });
+  r.add({
+    key: 'sandbox-pss',
+    suite: SUITE,
+    label: `idle sandbox: host PSS (${pids.length} procs, each address space once)`,
+    unit: 'MB',
+    values: sbxPss,
+    baseline: 'raw-sandbox-pss',
+    note: `PSS per pid: ${detail}`,
+  });
+  r.add({
+    key: 'sandbox-rss',
+    suite: SUITE,
+    label: 'idle sandbox: host RSS, each address space once (counts shared binaries in full)',
+    unit: 'MB',
+    values: sbxRss,
+    baseline: 'raw-sandbox-rss',
+  });
   r.add({ key: 'sandbox-cgroup', suite: SUITE, label: 'idle sandbox: memory cgroup usage (incl. cache)', unit: 'MB', values: cg });
-  r.add({ key: 'sandbox-marginal', suite: SUITE, label: `${DENSITY_N} idle sandboxes: MemAvailable drop per sandbox`, unit: 'MB', values: marginal, baseline: 'raw-sandbox-pss', note: 'what one more idle sandbox costs the host' });
-  r.add({ key: 'sandbox-pss-dense', suite: SUITE, label: `${DENSITY_N} idle sandboxes: host PSS per sandbox`, unit: 'MB', values: pssEach, baseline: 'raw-sandbox-pss' });
+  r.add({
+    key: 'sandbox-marginal',
+    suite: SUITE,
+    label: `${DENSITY_N} idle sandboxes: MemAvailable drop per sandbox`,
+    unit: 'MB',
+    values: marginal,
+    baseline: 'raw-sandbox-pss',
+    note: 'what one more idle sandbox costs the host',
+  });
+  r.add({
+    key: 'sandbox-pss-dense',
+    suite: SUITE,
+    label: `${DENSITY_N} idle sandboxes: host PSS per sandbox`,
+    unit: 'MB',
+    values: pssEach,
+    baseline: 'raw-sandbox-pss',
+  });
 
-  r.target('daemon idle RSS ≤ 120 MB (no sandboxes)', r.p50('daemon-rss-0') <= 120, `${r.p50('daemon-rss-0').toFixed(1)} MB; with 1 idle sandbox ${r.p50('daemon-rss-1').toFixed(1)} MB`);
-  r.target('one idle sandbox ≤ 80 MB host memory (PSS)', r.p50('sandbox-pss') <= 80, `PSS ${r.p50('sandbox-pss').toFixed(1)} MB; RSS ${r.p50('sandbox-rss').toFixed(1)} MB (counts the runsc and node executables' shared pages in full)`);
-  r.target(`one more idle sandbox ≤ 80 MB host memory (with ${DENSITY_N} idle)`, r.p50('sandbox-marginal') <= 80, `MemAvailable drop ${r.p50('sandbox-marginal').toFixed(1)} MB per sandbox; PSS ${r.p50('sandbox-pss-dense').toFixed(1)} MB per sandbox`);
+  r.target(
+    'daemon idle RSS ≤ 120 MB (no sandboxes)',
+    r.p50('daemon-rss-0') <= 120,
+    `${r.p50('daemon-rss-0').toFixed(1)} MB; with 1 idle sandbox ${r.p50('daemon-rss-1').toFixed(1)} MB`,
+  );
+  r.target(
+    'one idle sandbox ≤ 80 MB host memory (PSS)',
+    r.p50('sandbox-pss') <= 80,
+    `PSS ${r.p50('sandbox-pss').toFixed(1)} MB; RSS ${r.p50('sandbox-rss').toFixed(1)} MB (counts the runsc and node executables' shared pages in full)`,
+  );
+  r.target(
+    `one more idle sandbox ≤ 80 MB host memory (with ${DENSITY_N} idle)`,
+    r.p50('sandbox-marginal') <= 80,
+    `MemAvailable drop ${r.p50('sandbox-marginal').toFixed(1)} MB per sandbox; PSS ${r.p50('sandbox-pss-dense').toFixed(1)} MB per sandbox`,
+  );
 }

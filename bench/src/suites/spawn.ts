@@ -11,7 +11,10 @@ const SUITE_HOST = 'spawn (host, for comparison)';
 const FLOOR = 'node spawnSync /bin/true';
 
 function slug(s: string): string {
-  return s.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+  return s
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 }
 
 function addAll(ctx: Context, suite: string, prefix: string, parts: ScriptResult[]): void {

@@ -71,7 +71,8 @@ export async function runTemplates(ctx: Context): Promise<void> {
       if (check) {
         // Ready means ready: the start command's server answers at once.
         const hello = await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/']);
-        if (hello.exitCode !== 0) throw new Error(`${want} sandbox ${sbx.id}: the start command's server did not answer (curl exit ${hello.exitCode}: ${hello.stderr.trim()})`);
+        if (hello.exitCode !== 0)
+          throw new Error(`${want} sandbox ${sbx.id}: the start command's server did not answer (curl exit ${hello.exitCode}: ${hello.stderr.trim()})`);
       }
     } finally {
       await kill();
@@ -101,10 +102,14 @@ export async function runTemplates(ctx: Context): Promise<void> {
   // 2. Pool hits. Every sample starts with a full pool; the waiting is not timed.
   const resetPool = ctx.defer(`pool ${WEB} → 0`, async () => {
     await setPoolSize(WEB, 0, hot.conn);
-    await waitFor(async () => {
-      const p = await getPool(WEB, hot.conn);
-      return p.ready === 0 && p.booting === 0 && runscContainers(hot.home).length === 0;
-    }, 60_000, `pool of ${WEB} emptied`);
+    await waitFor(
+      async () => {
+        const p = await getPool(WEB, hot.conn);
+        return p.ready === 0 && p.booting === 0 && runscContainers(hot.home).length === 0;
+      },
+      60_000,
+      `pool of ${WEB} emptied`,
+    );
   });
   await setPoolSize(WEB, POOL_SIZE, hot.conn);
   const full = async () => {
@@ -126,23 +131,67 @@ export async function runTemplates(ctx: Context): Promise<void> {
 
   const r = ctx.report;
   const vals = (s: CreateSample[], k: 'create' | 'firstExec') => s.map((x) => x[k]);
-  r.add({ key: 'tpl-cold', suite: CREATE, label: `cold create → ready (${WEB}, WARREN_BAKE=0 daemon)`, unit: 'ms', values: vals(coldS, 'create'), isBaseline: true, note: 'boots, runs the start command, waits for the ready check (port 3000)' });
+  r.add({
+    key: 'tpl-cold',
+    suite: CREATE,
+    label: `cold create → ready (${WEB}, WARREN_BAKE=0 daemon)`,
+    unit: 'ms',
+    values: vals(coldS, 'create'),
+    isBaseline: true,
+    note: 'boots, runs the start command, waits for the ready check (port 3000)',
+  });
   r.add({ key: 'tpl-cold-exec', suite: CREATE, label: 'cold create + first exec(true)', unit: 'ms', values: vals(coldS, 'firstExec'), isBaseline: true });
   r.add({ key: 'tpl-baked', suite: CREATE, label: `baked create → ready (restore)`, unit: 'ms', values: vals(bakedS, 'create'), baseline: 'tpl-cold' });
-  r.add({ key: 'tpl-baked-exec', suite: CREATE, label: 'baked create + first exec(true)', unit: 'ms', values: vals(bakedS, 'firstExec'), baseline: 'tpl-cold-exec' });
-  r.add({ key: 'tpl-pool', suite: CREATE, label: `pooled create → ready (pool of ${POOL_SIZE}, every create a hit)`, unit: 'ms', values: vals(poolS, 'create'), baseline: 'tpl-cold' });
-  r.add({ key: 'tpl-pool-exec', suite: CREATE, label: 'pooled create + first exec(true)', unit: 'ms', values: vals(poolS, 'firstExec'), baseline: 'tpl-cold-exec' });
+  r.add({
+    key: 'tpl-baked-exec',
+    suite: CREATE,
+    label: 'baked create + first exec(true)',
+    unit: 'ms',
+    values: vals(bakedS, 'firstExec'),
+    baseline: 'tpl-cold-exec',
+  });
+  r.add({
+    key: 'tpl-pool',
+    suite: CREATE,
+    label: `pooled create → ready (pool of ${POOL_SIZE}, every create a hit)`,
+    unit: 'ms',
+    values: vals(poolS, 'create'),
+    baseline: 'tpl-cold',
+  });
+  r.add({
+    key: 'tpl-pool-exec',
+    suite: CREATE,
+    label: 'pooled create + first exec(true)',
+    unit: 'ms',
+    values: vals(poolS, 'firstExec'),
+    baseline: 'tpl-cold-exec',
+  });
   const bakedServer = serverMs(hot, bakedS);
   const poolServer = serverMs(hot, poolS);
   if (coldServer.length) r.add({ key: 'tpl-cold-srv', suite: CREATE, label: 'daemon side: cold create (log "ms")', unit: 'ms', values: coldServer });
-  if (bakedServer.length) r.add({ key: 'tpl-baked-srv', suite: CREATE, label: 'daemon side: baked create (log "ms")', unit: 'ms', values: bakedServer, baseline: 'tpl-cold-srv' });
-  if (poolServer.length) r.add({ key: 'tpl-pool-srv', suite: CREATE, label: 'daemon side: pool claim (log "ms")', unit: 'ms', values: poolServer, note: pool.claimMs ? `getPool().claimMs: p50 ${fmt(pool.claimMs.p50)} / p95 ${fmt(pool.claimMs.p95)} / p99 ${fmt(pool.claimMs.p99)} ms over ${pool.claimMs.count} claims (the daemon's percentiles, integer ms)` : 'getPool().claimMs: null' });
+  if (bakedServer.length)
+    r.add({ key: 'tpl-baked-srv', suite: CREATE, label: 'daemon side: baked create (log "ms")', unit: 'ms', values: bakedServer, baseline: 'tpl-cold-srv' });
+  if (poolServer.length)
+    r.add({
+      key: 'tpl-pool-srv',
+      suite: CREATE,
+      label: 'daemon side: pool claim (log "ms")',
+      unit: 'ms',
+      values: poolServer,
+      note: pool.claimMs
+        ? `getPool().claimMs: p50 ${fmt(pool.claimMs.p50)} / p95 ${fmt(pool.claimMs.p95)} / p99 ${fmt(pool.claimMs.p99)} ms over ${pool.claimMs.count} claims (the daemon's percentiles, integer ms)`
+        : 'getPool().claimMs: null',
+    });
   if (!pool.claimMs || pool.claimMs.count !== n) throw new Error(`getPool().claimMs counts ${pool.claimMs?.count ?? 0} claims, expected ${n}`);
 
   const bakedP50 = r.p50('tpl-baked');
   const coldP50 = r.p50('tpl-cold');
   r.target('baked create p50 ≤ 300 ms', bakedP50 <= 300, `${fmt(bakedP50)} ms (create → ready; + first exec ${fmt(r.p50('tpl-baked-exec'))} ms)`);
-  r.target('baked create p50 ≤ 0.5× cold create p50 (same run)', bakedP50 <= 0.5 * coldP50, `${fmt(bakedP50)} vs ${fmt(coldP50)} ms = ${(bakedP50 / coldP50).toFixed(2)}×`);
+  r.target(
+    'baked create p50 ≤ 0.5× cold create p50 (same run)',
+    bakedP50 <= 0.5 * coldP50,
+    `${fmt(bakedP50)} vs ${fmt(coldP50)} ms = ${(bakedP50 / coldP50).toFixed(2)}×`,
+  );
   const poolV = vals(poolS, 'create');
   const poolP50 = percentile(poolV, 50);
   const poolP99 = percentile(poolV, 99);
@@ -279,17 +328,54 @@ async function runRebuild(ctx: Context, d: DaemonHandle): Promise<void> {
 
   const r = ctx.report;
   const stepNote = (s: BuildSample[]) => {
-    const med = (i: number) => percentile(s.map((x) => x.steps[i] ?? 0), 50);
+    const med = (i: number) =>
+      percentile(
+        s.map((x) => x.steps[i] ?? 0),
+        50,
+      );
     const parts = [1, 2, 3, 4].map((i) => `step ${i + 1} ${fmt(med(i))}`);
-    const rest = percentile(s.map((x) => x.ms - x.steps.reduce((a, b) => a + (b ?? 0), 0)), 50);
+    const rest = percentile(
+      s.map((x) => x.ms - x.steps.reduce((a, b) => a + (b ?? 0), 0)),
+      50,
+    );
     return `p50 per step (ms): ${parts.join(', ')}; the rest (flatten, install, HTTP) ${fmt(rest)}`;
   };
-  r.add({ key: 'tpl-build-full', suite: REBUILD, label: 'full build (first step changed: nothing cached)', unit: 'ms', values: fullS.map((s) => s.ms), isBaseline: true, note: stepNote(fullS) });
-  r.add({ key: 'tpl-build-last', suite: REBUILD, label: 'rebuild, only the last step (a stamp) changed', unit: 'ms', values: lastS.map((s) => s.ms), baseline: 'tpl-build-full', note: stepNote(lastS) });
-  r.add({ key: 'tpl-build-heavy', suite: REBUILD, label: 'rebuild, last step changed to one reading 300 files', unit: 'ms', values: heavyS.map((s) => s.ms), baseline: 'tpl-build-full', note: stepNote(heavyS) });
+  r.add({
+    key: 'tpl-build-full',
+    suite: REBUILD,
+    label: 'full build (first step changed: nothing cached)',
+    unit: 'ms',
+    values: fullS.map((s) => s.ms),
+    isBaseline: true,
+    note: stepNote(fullS),
+  });
+  r.add({
+    key: 'tpl-build-last',
+    suite: REBUILD,
+    label: 'rebuild, only the last step (a stamp) changed',
+    unit: 'ms',
+    values: lastS.map((s) => s.ms),
+    baseline: 'tpl-build-full',
+    note: stepNote(lastS),
+  });
+  r.add({
+    key: 'tpl-build-heavy',
+    suite: REBUILD,
+    label: 'rebuild, last step changed to one reading 300 files',
+    unit: 'ms',
+    values: heavyS.map((s) => s.ms),
+    baseline: 'tpl-build-full',
+    note: stepNote(heavyS),
+  });
   const full = r.p50('tpl-build-full');
   const ratio = r.p50('tpl-build-last') / full;
-  r.target('last-step-only rebuild ≤ 20% of a full build (p50)', ratio <= 0.2, `${fmt(r.p50('tpl-build-last'))} vs ${fmt(full)} ms = ${(ratio * 100).toFixed(0)}%`);
+  r.target(
+    'last-step-only rebuild ≤ 20% of a full build (p50)',
+    ratio <= 0.2,
+    `${fmt(r.p50('tpl-build-last'))} vs ${fmt(full)} ms = ${(ratio * 100).toFixed(0)}%`,
+  );
   const heavy = r.p50('tpl-build-heavy') / full;
-  r.note(`rebuild whose changed last step reads the 300 copied files: ${fmt(r.p50('tpl-build-heavy'))} vs ${fmt(full)} ms = ${(heavy * 100).toFixed(0)}% (the step's own gVisor work, not the cache, is most of it)`);
+  r.note(
+    `rebuild whose changed last step reads the 300 copied files: ${fmt(r.p50('tpl-build-heavy'))} vs ${fmt(full)} ms = ${(heavy * 100).toFixed(0)}% (the step's own gVisor work, not the cache, is most of it)`,
+  );
 }

@@ -9,7 +9,7 @@ import { readFileSync } from 'node:fs';
 import type { CredentialRule } from '@warren/sdk';
 
 export const CREDENTIAL_HELP =
-  "HOST=Header: value — the daemon adds the header to requests to HOST (which --allow must allow); the value may be @env:NAME or @file:PATH; repeatable";
+  'HOST=Header: value — the daemon adds the header to requests to HOST (which --allow must allow); the value may be @env:NAME or @file:PATH; repeatable';
 
 export function parseCredentialFlags(flags: string[]): CredentialRule[] {
   const byHost = new Map<string, Record<string, string>>();

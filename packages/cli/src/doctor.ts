@@ -34,13 +34,33 @@ function runscCheck(): Check {
 function kernelChecks(): Check[] {
   const checks: Check[] = [];
   const memCg = existsSync('/sys/fs/cgroup/memory/memory.limit_in_bytes') || existsSync('/sys/fs/cgroup/memory.max');
-  checks.push({ name: 'cgroup memory controller', ok: memCg, detail: memCg ? 'present' : 'missing', fix: memCg ? undefined : 'boot with the memory cgroup controller enabled' });
+  checks.push({
+    name: 'cgroup memory controller',
+    ok: memCg,
+    detail: memCg ? 'present' : 'missing',
+    fix: memCg ? undefined : 'boot with the memory cgroup controller enabled',
+  });
   const pidsCg = existsSync('/sys/fs/cgroup/pids') || existsSync('/sys/fs/cgroup/cgroup.controllers');
-  checks.push({ name: 'cgroup pids controller', ok: pidsCg, detail: pidsCg ? 'present' : 'missing', fix: pidsCg ? undefined : 'enable the pids cgroup controller' });
+  checks.push({
+    name: 'cgroup pids controller',
+    ok: pidsCg,
+    detail: pidsCg ? 'present' : 'missing',
+    fix: pidsCg ? undefined : 'enable the pids cgroup controller',
+  });
   const seccomp = readFileSync('/proc/self/status', 'utf8').includes('Seccomp:');
-  checks.push({ name: 'seccomp (for the systrap platform)', ok: seccomp, detail: seccomp ? 'supported' : 'missing', fix: seccomp ? undefined : 'use a kernel with CONFIG_SECCOMP' });
+  checks.push({
+    name: 'seccomp (for the systrap platform)',
+    ok: seccomp,
+    detail: seccomp ? 'supported' : 'missing',
+    fix: seccomp ? undefined : 'use a kernel with CONFIG_SECCOMP',
+  });
   const root = process.getuid?.() === 0;
-  checks.push({ name: 'running as root', ok: root, detail: root ? 'yes' : 'no', fix: root ? undefined : 'run the daemon as root (runsc needs it for cgroups and namespaces)' });
+  checks.push({
+    name: 'running as root',
+    ok: root,
+    detail: root ? 'yes' : 'no',
+    fix: root ? undefined : 'run the daemon as root (runsc needs it for cgroups and namespaces)',
+  });
   return checks;
 }
 
@@ -50,13 +70,28 @@ function storageChecks(home: string): Check[] {
     accessSync(home, constants.W_OK);
     const fs = statfsSync(home);
     const freeGiB = (fs.bavail * fs.bsize) / 1024 ** 3;
-    checks.push({ name: `storage ${home}`, ok: freeGiB >= 5, detail: `${freeGiB.toFixed(1)} GiB free`, fix: freeGiB >= 5 ? undefined : 'free disk space or point WARREN_HOME elsewhere' });
+    checks.push({
+      name: `storage ${home}`,
+      ok: freeGiB >= 5,
+      detail: `${freeGiB.toFixed(1)} GiB free`,
+      fix: freeGiB >= 5 ? undefined : 'free disk space or point WARREN_HOME elsewhere',
+    });
   } catch {
-    checks.push({ name: `storage ${home}`, ok: false, detail: 'missing or not writable', fix: 'run bash scripts/setup.sh, or start the daemon once to create it' });
+    checks.push({
+      name: `storage ${home}`,
+      ok: false,
+      detail: 'missing or not writable',
+      fix: 'run bash scripts/setup.sh, or start the daemon once to create it',
+    });
     return checks;
   }
   const base = path.join(home, 'templates/base/current/rootfs/bin/bash');
-  checks.push({ name: 'template base', ok: existsSync(base), detail: existsSync(base) ? 'built' : 'not built', fix: existsSync(base) ? undefined : `WARREN_HOME=${home} ./bin/warren template build --local templates/base/recipe.json (or bash scripts/setup.sh)` });
+  checks.push({
+    name: 'template base',
+    ok: existsSync(base),
+    detail: existsSync(base) ? 'built' : 'not built',
+    fix: existsSync(base) ? undefined : `WARREN_HOME=${home} ./bin/warren template build --local templates/base/recipe.json (or bash scripts/setup.sh)`,
+  });
   return checks;
 }
 
@@ -78,7 +113,8 @@ function readOnlyViewChecks(home: string): Check[] {
 function keyCheck(home: string): Check {
   const file = path.join(home, 'admin.key');
   if (process.env.WARREN_API_KEY) return { name: 'API key', ok: true, detail: 'from WARREN_API_KEY' };
-  if (!existsSync(file)) return { name: 'API key', ok: false, detail: `${file} missing`, fix: 'start the daemon once (it creates the admin key), or set WARREN_API_KEY' };
+  if (!existsSync(file))
+    return { name: 'API key', ok: false, detail: `${file} missing`, fix: 'start the daemon once (it creates the admin key), or set WARREN_API_KEY' };
   const mode = statSync(file).mode & 0o777;
   const ok = mode === 0o600;
   return { name: 'API key', ok, detail: `${file} mode ${mode.toString(8)}`, fix: ok ? undefined : `chmod 600 ${file}` };
@@ -91,7 +127,12 @@ async function daemonCheck(): Promise<Check> {
     return { name: 'daemon', ok: true, detail: `${http.url} version ${h.version}, ${h.sandboxes} live sandboxes` };
   } catch (err) {
     const hasKey = resolveApiKey() !== undefined;
-    return { name: 'daemon', ok: false, detail: (err as Error).message, fix: hasKey ? 'start it: ./bin/warren daemon' : 'set WARREN_API_KEY or run as root so the key file is readable' };
+    return {
+      name: 'daemon',
+      ok: false,
+      detail: (err as Error).message,
+      fix: hasKey ? 'start it: ./bin/warren daemon' : 'set WARREN_API_KEY or run as root so the key file is readable',
+    };
   }
 }
 

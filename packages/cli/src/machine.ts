@@ -33,7 +33,7 @@ export function registerMachineCommands(program: Command): void {
     .description('new sandboxes that continue from this instant of a running one (memory, processes, files); prints their ids')
     .argument('<id>')
     .addOption(new Option('--count <n>', 'how many children').argParser(positiveInt('--count')).default(1))
-    .option('--metadata <k=v>', 'metadata of the children (default: the parent\'s), repeatable', collect, [])
+    .option('--metadata <k=v>', "metadata of the children (default: the parent's), repeatable", collect, [])
     .addOption(new Option('--ttl <seconds>', 'TTL of the children (default 3600)').argParser(positiveInt('--ttl')))
     .option('--json', 'print the children as JSON')
     .action(async (id: string, opts: { count: number; metadata: string[]; ttl?: number; json?: boolean }) => {
@@ -52,7 +52,7 @@ export function registerMachineCommands(program: Command): void {
     .command('create')
     .description('save a sandbox (memory, processes, files) as a snapshot; it keeps running. Prints the snapshot id')
     .argument('<sandbox>')
-    .option('--metadata <k=v>', 'metadata of the snapshot (default: the sandbox\'s), repeatable', collect, [])
+    .option('--metadata <k=v>', "metadata of the snapshot (default: the sandbox's), repeatable", collect, [])
     .option('--json', 'print the snapshot as JSON')
     .action(async (id: string, opts: { metadata: string[]; json?: boolean }) => {
       const metadata = keyValues(opts.metadata, '--metadata');

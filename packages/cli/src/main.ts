@@ -14,7 +14,6 @@ import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 const program = new Command();
 program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
 
-
 program
   .command('daemon')
   .description('run the warren daemon in the foreground')
@@ -56,31 +55,52 @@ program
   .addOption(new Option('--disk <MB>', 'most disk its own writes may use, in MB').argParser(positiveInt('--disk')))
   .addOption(new Option('--idle <seconds>', 'hibernate after this many seconds without activity').argParser(positiveInt('--idle')))
   .option('--snapshot <id>', 'start from this snapshot instead of a template')
-  .option('--allow <rule>', 'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)', collect, [])
+  .option(
+    '--allow <rule>',
+    'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)',
+    collect,
+    [],
+  )
   .option('--credential <spec>', CREDENTIAL_HELP, collect, [])
   .option('--json', 'print the sandbox as JSON')
-  .action(async (opts: { template: string; ttl?: number; metadata: string[]; env: string[]; cpus?: number; memory?: number; pids?: number; disk?: number; idle?: number; snapshot?: string; allow: string[]; credential: string[]; json?: boolean }) => {
-    const credentials = parseCredentialFlags(opts.credential);
-    // The daemon holds the bounds (static and this host's); it says which one a value breaks.
-    const resources = {
-      ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
-      ...(opts.memory !== undefined ? { memoryMB: opts.memory } : {}),
-      ...(opts.pids !== undefined ? { pids: opts.pids } : {}),
-      ...(opts.disk !== undefined ? { diskMB: opts.disk } : {}),
-    };
-    const sbx = await Sandbox.create({
-      template: opts.template,
-      ttlSeconds: opts.ttl,
-      idleSeconds: opts.idle,
-      snapshot: opts.snapshot,
-      ...(opts.allow.length || credentials.length ? { network: { allow: opts.allow, ...(credentials.length ? { credentials } : {}) } } : {}),
-      metadata: keyValues(opts.metadata, '--metadata'),
-      env: keyValues(opts.env, '--env'),
-      ...(Object.keys(resources).length ? { resources } : {}),
-    });
-    if (opts.json) printJson(sbx.info);
-    else process.stdout.write(safe(sbx.id) + '\n');
-  });
+  .action(
+    async (opts: {
+      template: string;
+      ttl?: number;
+      metadata: string[];
+      env: string[];
+      cpus?: number;
+      memory?: number;
+      pids?: number;
+      disk?: number;
+      idle?: number;
+      snapshot?: string;
+      allow: string[];
+      credential: string[];
+      json?: boolean;
+    }) => {
+      const credentials = parseCredentialFlags(opts.credential);
+      // The daemon holds the bounds (static and this host's); it says which one a value breaks.
+      const resources = {
+        ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
+        ...(opts.memory !== undefined ? { memoryMB: opts.memory } : {}),
+        ...(opts.pids !== undefined ? { pids: opts.pids } : {}),
+        ...(opts.disk !== undefined ? { diskMB: opts.disk } : {}),
+      };
+      const sbx = await Sandbox.create({
+        template: opts.template,
+        ttlSeconds: opts.ttl,
+        idleSeconds: opts.idle,
+        snapshot: opts.snapshot,
+        ...(opts.allow.length || credentials.length ? { network: { allow: opts.allow, ...(credentials.length ? { credentials } : {}) } } : {}),
+        metadata: keyValues(opts.metadata, '--metadata'),
+        env: keyValues(opts.env, '--env'),
+        ...(Object.keys(resources).length ? { resources } : {}),
+      });
+      if (opts.json) printJson(sbx.info);
+      else process.stdout.write(`${safe(sbx.id)}\n`);
+    },
+  );
 
 program
   .command('ls')
@@ -108,7 +128,16 @@ program
         ['id', i.id],
         ['state', i.state + (i.error ? ` (${i.error})` : '')],
         ['template', `${i.template} (version ${i.templateVersion})`],
-        ['boot', { cold: 'cold boot', baked: 'restored from the baked image', pool: 'claimed from the warm pool', fork: `forked from ${i.source}`, snapshot: `restored from snapshot ${i.source}` }[i.boot] ?? i.boot],
+        [
+          'boot',
+          {
+            cold: 'cold boot',
+            baked: 'restored from the baked image',
+            pool: 'claimed from the warm pool',
+            fork: `forked from ${i.source}`,
+            snapshot: `restored from snapshot ${i.source}`,
+          }[i.boot] ?? i.boot,
+        ],
         ['created', i.createdAt],
         ['expires', i.expiresAt],
         ['idle', i.idleSeconds ? `hibernates after ${i.idleSeconds}s without activity` : 'never hibernates by itself'],
@@ -127,7 +156,7 @@ program
   .argument('<command...>', 'command and arguments (put them after --)')
   .addOption(new Option('--timeout <seconds>', 'kill the command after this long').argParser(Number))
   .option('--user <user>', 'run as this user (default user; root is allowed)')
-  .option('--cwd <dir>', 'working directory (default the user\'s home)')
+  .option('--cwd <dir>', "working directory (default the user's home)")
   .option('--env <k=v>', 'environment variable, repeatable', collect, [])
   .action(async (id: string, command: string[], opts: { timeout?: number; user?: string; cwd?: string; env: string[] }) => {
     const sbx = await Sandbox.connect(id);
@@ -167,7 +196,7 @@ program
 
 program
   .command('ttl')
-  .description('extend a sandbox\'s time to live, counted from now')
+  .description("extend a sandbox's time to live, counted from now")
   .argument('<id>')
   .argument('<seconds>', 'new time to live', positiveInt('seconds'))
   .action(async (id: string, seconds: number) => {

@@ -13,10 +13,10 @@ export function registerNetworkCommands(program: Command): void {
     .description('a URL on the daemon for a port inside the sandbox (HTTP and WebSocket; open it in a browser on this machine)')
     .argument('<id>')
     .argument('<port>', 'port inside the sandbox', positiveInt('port'))
-    .addOption(new Option('--ttl <seconds>', 'how long the URL\'s token is valid (default 3600)').argParser(positiveInt('--ttl')))
+    .addOption(new Option('--ttl <seconds>', "how long the URL's token is valid (default 3600)").argParser(positiveInt('--ttl')))
     .action(async (id: string, port: number, opts: { ttl?: number }) => {
       const sbx = await Sandbox.connect(id);
-      process.stdout.write(safe(await sbx.getUrl(port, opts.ttl ? { expiresInSeconds: opts.ttl } : {})) + '\n');
+      process.stdout.write(`${safe(await sbx.getUrl(port, opts.ttl ? { expiresInSeconds: opts.ttl } : {}))}\n`);
     });
 
   program
@@ -55,7 +55,7 @@ export function registerNetworkCommands(program: Command): void {
       for (;;) {
         const entries = await sbx.egressLog({ after, limit: 1000 });
         after = entries.at(-1)?.id ?? after;
-        if (opts.json) for (const e of entries) process.stdout.write(jsonText(e) + '\n');
+        if (opts.json) for (const e of entries) process.stdout.write(`${jsonText(e)}\n`);
         else if (entries.length || header) {
           process.stdout.write(egressRows(entries, header));
           header = false;
@@ -68,14 +68,26 @@ export function registerNetworkCommands(program: Command): void {
 
 function policyLines(policy: NetworkPolicy): string {
   if (!policy.allow.length) return 'nothing allowed (all egress is refused)\n';
-  const credentials = (policy.credentials ?? []).map((c) => `credential ${safe(c.host)}: ${safe(Object.keys(c.headers).join(', '))} (values are kept by the daemon)\n`);
+  const credentials = (policy.credentials ?? []).map(
+    (c) => `credential ${safe(c.host)}: ${safe(Object.keys(c.headers).join(', '))} (values are kept by the daemon)\n`,
+  );
   return policy.allow.map((r) => `allow ${safe(r)}\n`).join('') + credentials.join('');
 }
 
 function egressRows(entries: EgressEntry[], header: boolean): string {
   const rows = header ? [['TIME', 'DECISION', 'METHOD', 'HOST', 'PORT', 'PATH', 'UP', 'DOWN', 'REASON']] : [];
   for (const e of entries) {
-    rows.push([e.time.replace('T', ' ').slice(0, 23), e.decision, e.method ?? '-', e.host, String(e.port), e.path ?? '-', String(e.bytesUp), String(e.bytesDown), e.reason ?? '']);
+    rows.push([
+      e.time.replace('T', ' ').slice(0, 23),
+      e.decision,
+      e.method ?? '-',
+      e.host,
+      String(e.port),
+      e.path ?? '-',
+      String(e.bytesUp),
+      String(e.bytesDown),
+      e.reason ?? '',
+    ]);
   }
   return rows.length ? table(rows) : '';
 }

@@ -39,7 +39,14 @@ test('tables escape every cell, so a cell never holds a raw newline or escape', 
     ['a\nb', '\u009b2J'],
   ]);
   assert.equal(out, 'KEY   VALUE\na\\nb  \\u009b2J\n');
-  const info = { id: 'sb-1', state: 'running', template: 'base', createdAt: '2024-05-01T00:00:00.000Z', expiresAt: '2024-05-01T01:00:00.000Z', metadata: { t: '\x1b]0;owned\x07' } } as unknown as SandboxInfo;
+  const info = {
+    id: 'sb-1',
+    state: 'running',
+    template: 'base',
+    createdAt: '2024-05-01T00:00:00.000Z',
+    expiresAt: '2024-05-01T01:00:00.000Z',
+    metadata: { t: '\x1b]0;owned\x07' },
+  } as unknown as SandboxInfo;
   assert.match(sandboxRows([info]), /t=\\x1b\]0;owned\\x07$/m);
 });
 

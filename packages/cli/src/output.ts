@@ -48,14 +48,21 @@ export function jsonText(value: unknown, indent?: number): string {
 }
 
 export function printJson(value: unknown): void {
-  process.stdout.write(jsonText(value, 2) + '\n');
+  process.stdout.write(`${jsonText(value, 2)}\n`);
 }
 
 /** Columns padded to the widest cell; every cell is made safe first. */
 export function table(rows: string[][]): string {
   const cells = rows.map((r) => r.map((c) => safe(c ?? '')));
   const widths = (cells[0] ?? []).map((_, i) => Math.max(...cells.map((r) => (r[i] ?? '').length)));
-  return cells.map((r) => r.map((cell, i) => cell.padEnd(widths[i] ?? 0)).join('  ').trimEnd()).join('\n') + '\n';
+  return `${cells
+    .map((r) =>
+      r
+        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n')}\n`;
 }
 
 /** `k=v` pairs for one line (tables and `warren info`). */
@@ -68,7 +75,14 @@ export function metadataText(metadata: Record<string, string>, separator: string
 export function sandboxRows(list: SandboxInfo[]): string {
   const rows = [['ID', 'STATE', 'TEMPLATE', 'CREATED', 'EXPIRES', 'METADATA']];
   for (const s of list) {
-    rows.push([s.id, s.state, s.template, s.createdAt.replace('T', ' ').slice(0, 19), s.expiresAt.replace('T', ' ').slice(0, 19), metadataText(s.metadata, ',')]);
+    rows.push([
+      s.id,
+      s.state,
+      s.template,
+      s.createdAt.replace('T', ' ').slice(0, 19),
+      s.expiresAt.replace('T', ' ').slice(0, 19),
+      metadataText(s.metadata, ','),
+    ]);
   }
   return table(rows);
 }

@@ -57,7 +57,7 @@ export function registerTemplateCommands(program: Command): void {
     .command('build')
     .description('build a template from a recipe JSON file (its directory is the build context)')
     .argument('<recipe>', 'path to a recipe JSON file, or to a directory holding recipe.json')
-    .option('--name <name>', 'template name (default: the recipe\'s name)')
+    .option('--name <name>', "template name (default: the recipe's name)")
     .option('--local', 'build in this process, without a daemon (as root; uses $WARREN_HOME)')
     .action(async (file: string, opts: { name?: string; local?: boolean }) => {
       const { recipe, contextDir } = readRecipe(file, opts.name);
@@ -104,7 +104,9 @@ export function registerTemplateCommands(program: Command): void {
     .action(async (opts: { all?: boolean; json?: boolean }) => {
       const r = await Template.pruneLayers({ all: opts.all ?? false });
       if (opts.json) return printJson(r);
-      process.stdout.write(`removed ${r.removed} cached ${r.removed === 1 ? 'layer' : 'layers'}, ${(r.freedBytes / 1e6).toFixed(1)} MB freed; kept ${r.kept} that template versions were built from\n`);
+      process.stdout.write(
+        `removed ${r.removed} cached ${r.removed === 1 ? 'layer' : 'layers'}, ${(r.freedBytes / 1e6).toFixed(1)} MB freed; kept ${r.kept} that template versions were built from\n`,
+      );
     });
 }
 

@@ -13,7 +13,9 @@ export function parseWhen(option: string, now = Date.now()) {
     if (amount && unitMs) return new Date(now - Number(amount) * unitMs);
     const at = Date.parse(value);
     if (!/^\d{4}-\d{2}-\d{2}/.test(value) || Number.isNaN(at)) {
-      throw new Error(`${option} must be an ISO 8601 date or time (2024-05-01, 2024-05-01T12:00:00Z) or a duration back from now (30m, 2h, 7d), got '${value}'`);
+      throw new Error(
+        `${option} must be an ISO 8601 date or time (2024-05-01, 2024-05-01T12:00:00Z) or a duration back from now (30m, 2h, 7d), got '${value}'`,
+      );
     }
     return new Date(at);
   };
@@ -43,10 +45,12 @@ export function usageText(r: UsageReport): string {
     for (const k of r.apiKeys) keyRows.push([k.apiKeyId, String(k.sandboxes), ...amounts(k)]);
     out.push('', table(sandboxRows).trimEnd(), '', table(keyRows).trimEnd(), '');
     const t = r.total;
-    out.push(`total: ${t.sandboxes} sandbox${t.sandboxes === 1 ? '' : 'es'}, ${duration(t.activeSeconds)} active, ${t.vcpuSeconds.toFixed(1)} vCPU-s, ${t.gibSeconds.toFixed(1)} GiB-s, ${money(t.cost)}`);
+    out.push(
+      `total: ${t.sandboxes} sandbox${t.sandboxes === 1 ? '' : 'es'}, ${duration(t.activeSeconds)} active, ${t.vcpuSeconds.toFixed(1)} vCPU-s, ${t.gibSeconds.toFixed(1)} GiB-s, ${money(t.cost)}`,
+    );
   }
   out.push(`prices: $${r.prices.vcpuHour} per vCPU-hour, $${r.prices.gibHour} per GiB-hour (allocated resources while running; hibernated time is free)`);
-  return out.join('\n') + '\n';
+  return `${out.join('\n')}\n`;
 }
 
 export function registerUsageCommands(program: Command): void {

@@ -10,7 +10,7 @@ function poolText(p: PoolInfo): string {
     `hits ${p.hits}, misses ${p.misses}, reclaimed ${p.reclaimed}, boot failures ${p.bootFailures}; ${claims}`,
   ];
   if (p.lastError) lines.push(`last boot error: ${safe(p.lastError)}`);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }
 
 function bakeText(b: BakeInfo): string {
@@ -35,7 +35,7 @@ export function registerWarmCommands(program: Command): void {
 
   program
     .command('bake')
-    .description("bake a template now: boot it, run its start command, wait until ready, checkpoint")
+    .description('bake a template now: boot it, run its start command, wait until ready, checkpoint')
     .argument('<template>')
     .option('--json', 'print JSON')
     .action(async (template: string, opts: { json?: boolean }) => {

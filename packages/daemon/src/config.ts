@@ -86,7 +86,8 @@ function nonNegativeInteger(name: string, text: string | undefined, fallback: nu
 function integerAtLeast(min: number, name: string, text: string | undefined, fallback: number): number {
   if (text === undefined || text === '') return fallback;
   const n = Number(text);
-  if (!Number.isInteger(n) || n < min) throw new WarrenError('invalid_argument', `${name} must be ${min === 1 ? 'a positive' : 'a non-negative'} integer (got '${text}')`);
+  if (!Number.isInteger(n) || n < min)
+    throw new WarrenError('invalid_argument', `${name} must be ${min === 1 ? 'a positive' : 'a non-negative'} integer (got '${text}')`);
   return n;
 }
 

@@ -109,12 +109,32 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
   await images.clearStale();
   const capacity = measureHost(paths.sandboxes);
   log.info({ capacity }, 'host capacity: the most one sandbox may have');
-  const sandboxes = new SandboxService({ registry, driver, templates, log, pool, bakes: baker, meter, images, maxForkCount: config.maxForkCount, egress, egressCa, capacity });
+  const sandboxes = new SandboxService({
+    registry,
+    driver,
+    templates,
+    log,
+    pool,
+    bakes: baker,
+    meter,
+    images,
+    maxForkCount: config.maxForkCount,
+    egress,
+    egressCa,
+    capacity,
+  });
   const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
 
-  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostFiles, catalog: templates, log });
+  const builder = new TemplateBuilder({
+    templatesDir: config.templatesDir,
+    runscBinary: config.runscBinary,
+    runscRoot: paths.runscRoot,
+    hostFiles,
+    catalog: templates,
+    log,
+  });
   await builder.recover();
   const templateService = new TemplateService(templates, builder, log);
   templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));
@@ -135,7 +155,22 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
 
   let listeningPort = config.port;
   const ports: PortDeps = { sandboxes, registry, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
-  const app = buildApp({ registry, sandboxes, exec, files, templates, templateService, pool, baker, meter, snapshots, egressLog, ports, log, version: VERSION });
+  const app = buildApp({
+    registry,
+    sandboxes,
+    exec,
+    files,
+    templates,
+    templateService,
+    pool,
+    baker,
+    meter,
+    snapshots,
+    egressLog,
+    ports,
+    log,
+    version: VERSION,
+  });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses

@@ -46,7 +46,7 @@ export class Channel {
   closed = false;
 
   constructor(
-    private input: Readable,
+    input: Readable,
     private output: Writable,
     private handler: Handler,
   ) {
@@ -167,7 +167,7 @@ export class Channel {
   }
 
   private onBytes(chunk: Buffer): void {
-    let frames;
+    let frames: ReturnType<FrameDecoder['push']>;
     try {
       frames = this.decoder.push(chunk);
     } catch (err) {

@@ -2,11 +2,18 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { hintedConnect, parseHints } from './connect-hints.js';
 
-const hints = parseHints([{ host: 'Api.Example.com', port: 443 }, { host: 'example.org', suffix: true }, { host: '127.0.0.1', port: 8443 }]);
+const hints = parseHints([
+  { host: 'Api.Example.com', port: 443 },
+  { host: 'example.org', suffix: true },
+  { host: '127.0.0.1', port: 8443 },
+]);
 const head = (line: string, rest = '') => Buffer.from(`${line}\r\nHost: x\r\n\r\n${rest}`, 'latin1');
 
 test('a whole CONNECT head for a hinted target is answered, with what follows it kept', () => {
-  assert.deepEqual(hintedConnect(head('CONNECT api.example.com:443 HTTP/1.1'), hints), { target: { host: 'api.example.com', port: 443 }, headLength: head('CONNECT api.example.com:443 HTTP/1.1').length });
+  assert.deepEqual(hintedConnect(head('CONNECT api.example.com:443 HTTP/1.1'), hints), {
+    target: { host: 'api.example.com', port: 443 },
+    headLength: head('CONNECT api.example.com:443 HTTP/1.1').length,
+  });
   const withHello = hintedConnect(head('CONNECT API.EXAMPLE.COM:443 HTTP/1.0', '\x16\x03\x01'), hints);
   assert.deepEqual(withHello?.target, { host: 'api.example.com', port: 443 });
   assert.equal(head('CONNECT API.EXAMPLE.COM:443 HTTP/1.0', '\x16\x03\x01').subarray(withHello!.headLength).toString('latin1'), '\x16\x03\x01');
@@ -37,7 +44,15 @@ test('anything else is left to the daemon: other ports, other names, partial hea
 test('hint lists from the daemon are checked', () => {
   assert.deepEqual(parseHints(undefined), []);
   assert.deepEqual(parseHints([{ host: 'A.b', port: 1, suffix: false }]), [{ host: 'a.b', port: 1 }]);
-  for (const bad of [{}, 'x', [{ host: 'a b' }], [{ host: 'a.b', port: 0 }], [{ host: 'a.b', port: 1.5 }], [{ host: 'a\r\nb' }], new Array(1025).fill({ host: 'a.b' })]) {
+  for (const bad of [
+    {},
+    'x',
+    [{ host: 'a b' }],
+    [{ host: 'a.b', port: 0 }],
+    [{ host: 'a.b', port: 1.5 }],
+    [{ host: 'a\r\nb' }],
+    new Array(1025).fill({ host: 'a.b' }),
+  ]) {
     assert.throws(() => parseHints(bad), /connectHints/, JSON.stringify(bad).slice(0, 50));
   }
 });

@@ -69,7 +69,10 @@ export class Tunnels {
    * on as a connection to its target; anything else goes to the proxy, first chunk included.
    */
   private proxyClient(socket: net.Socket): void {
-    if (this.hints.length === 0) return this.egress(socket);
+    if (this.hints.length === 0) {
+      this.egress(socket);
+      return;
+    }
     const timer = setTimeout(() => socket.destroy(), FIRST_BYTES_TIMEOUT_MS);
     const drop = () => {
       clearTimeout(timer);

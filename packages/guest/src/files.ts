@@ -7,7 +7,20 @@
  * The permission checks here only give clearer messages; they are not what protects.
  */
 import { copyFileSync, lstatSync, mkdirSync, readdirSync, readlinkSync, renameSync, rmSync, statSync, symlinkSync, type Stats } from 'node:fs';
-import { closeSync, constants as fsConstants, fchmodSync, fchownSync, fstatSync, fsyncSync, lchownSync, chmodSync, openSync, readSync, utimesSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  constants as fsConstants,
+  fchmodSync,
+  fchownSync,
+  fstatSync,
+  fsyncSync,
+  lchownSync,
+  chmodSync,
+  openSync,
+  readSync,
+  utimesSync,
+  writeSync,
+} from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ReceiveCredit, WarrenError, type FileStat, type FileType, type GuestOps } from '@warren/protocol/wire';
@@ -42,7 +55,10 @@ export function describe(abs: string, st: Stats): FileStat {
 
 export function stat(params: GuestOps['fs.stat']['params']): FileStat {
   const { user, abs } = target(params.path, params.user);
-  return describe(abs, asUser(user, () => lstatSync(abs)));
+  return describe(
+    abs,
+    asUser(user, () => lstatSync(abs)),
+  );
 }
 
 export function list(params: GuestOps['fs.list']['params']): FileStat[] {

@@ -85,7 +85,10 @@ export class Forwards {
     // whatever else listens inside on that port of every address.
     const mapped = new Map<string, string>();
     for (const r of results) if (!r.error) mapped.set(r.host, r.address);
-    writeManagedBlock([...mapped].map(([name, address]) => ({ name, address })), this.hostsFile);
+    writeManagedBlock(
+      [...mapped].map(([name, address]) => ({ name, address })),
+      this.hostsFile,
+    );
     return { forwards: results };
   }
 

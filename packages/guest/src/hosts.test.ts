@@ -48,9 +48,15 @@ test('localhost and the sandbox hostname are added once, the hostname line follo
   assert.equal(first, `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsb-one\t${mark}\n`);
   assert.equal(withLoopbackNames(first, 'sb-one'), first);
   // A fork or a claim gets a new name: the old line goes.
-  assert.equal(withLoopbackNames(`${first}10.0.0.5 mine\n`, 'sb-two'), `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsb-two\t${mark}\n10.0.0.5 mine\n`);
+  assert.equal(
+    withLoopbackNames(`${first}10.0.0.5 mine\n`, 'sb-two'),
+    `127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\tsb-two\t${mark}\n10.0.0.5 mine\n`,
+  );
   // A file that names localhost (or the hostname) itself is left alone.
   const own = '127.0.0.1 localhost sb-one\n';
   assert.equal(withLoopbackNames(own, 'sb-one'), own);
-  assert.equal(withLoopbackNames('#127.0.0.1 localhost\n', 'bad name'), '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n#127.0.0.1 localhost\n');
+  assert.equal(
+    withLoopbackNames('#127.0.0.1 localhost\n', 'bad name'),
+    '127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n#127.0.0.1 localhost\n',
+  );
 });

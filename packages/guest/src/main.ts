@@ -12,7 +12,14 @@ import net from 'node:net';
 import os from 'node:os';
 import { mkdirSync, rmSync } from 'node:fs';
 import path from 'node:path';
-import { AGENT_SOCKET_PATH, EGRESS_PROXY_PORT, GUEST_PROTOCOL_VERSION, dispatchGuestRequest, type GuestHandlers, type GuestRequest } from '@warren/protocol/wire';
+import {
+  AGENT_SOCKET_PATH,
+  EGRESS_PROXY_PORT,
+  GUEST_PROTOCOL_VERSION,
+  dispatchGuestRequest,
+  type GuestHandlers,
+  type GuestRequest,
+} from '@warren/protocol/wire';
 import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
@@ -138,7 +145,14 @@ function connect(host: string | undefined, port: string | undefined): void {
     socket.off('data', onHead);
     const status = head.subarray(0, head.indexOf('\r\n')).toString('latin1');
     if (!/^HTTP\/1\.[01] 200 /.test(status)) {
-      process.stderr.write(`connect: the egress proxy refused ${target}: ${head.subarray(end + 4).toString('utf8').trim() || status}\n`);
+      process.stderr.write(
+        `connect: the egress proxy refused ${target}: ${
+          head
+            .subarray(end + 4)
+            .toString('utf8')
+            .trim() || status
+        }\n`,
+      );
       process.exit(1);
     }
     const rest = head.subarray(end + 4);

@@ -176,7 +176,7 @@ export class Spawner {
   }
 
   private send(fields: string[]): void {
-    const body = Buffer.from(fields.join('\0') + '\0');
+    const body = Buffer.from(`${fields.join('\0')}\0`);
     const header = Buffer.alloc(4);
     header.writeUInt32LE(body.length);
     this.socket.write(Buffer.concat([header, body]));

@@ -25,14 +25,13 @@ const utf8Bytes = (s: string) => Buffer.byteLength(s, 'utf8');
 export const BOUND_PARAM = 'bound';
 const bound = (message: string, path: PropertyKey[] = []) => ({ code: 'custom' as const, message, path, params: { [BOUND_PARAM]: true } });
 
-export const Metadata = z
-  .record(z.string().min(1).max(METADATA_LIMITS.keyLength), z.string().max(METADATA_LIMITS.valueLength))
-  .superRefine((m, ctx) => {
-    const keys = Object.keys(m).length;
-    if (keys > METADATA_LIMITS.keys) ctx.addIssue(bound(`must have at most ${METADATA_LIMITS.keys} keys (got ${keys})`));
-    const total = Object.entries(m).reduce((n, [k, v]) => n + utf8Bytes(k) + utf8Bytes(v), 0);
-    if (total > METADATA_LIMITS.totalBytes) ctx.addIssue(bound(`must be at most ${METADATA_LIMITS.totalBytes} bytes in all, keys and values in UTF-8 (got ${total})`));
-  });
+export const Metadata = z.record(z.string().min(1).max(METADATA_LIMITS.keyLength), z.string().max(METADATA_LIMITS.valueLength)).superRefine((m, ctx) => {
+  const keys = Object.keys(m).length;
+  if (keys > METADATA_LIMITS.keys) ctx.addIssue(bound(`must have at most ${METADATA_LIMITS.keys} keys (got ${keys})`));
+  const total = Object.entries(m).reduce((n, [k, v]) => n + utf8Bytes(k) + utf8Bytes(v), 0);
+  if (total > METADATA_LIMITS.totalBytes)
+    ctx.addIssue(bound(`must be at most ${METADATA_LIMITS.totalBytes} bytes in all, keys and values in UTF-8 (got ${total})`));
+});
 export type Metadata = z.infer<typeof Metadata>;
 
 /**
@@ -51,7 +50,8 @@ export const EnvMap = z.record(envName, z.string()).superRefine((env, ctx) => {
   for (const [name, value] of entries) {
     const bytes = utf8Bytes(name) + 1 + utf8Bytes(value);
     total += bytes - 1;
-    if (bytes > ENV_LIMITS.entryBytes) ctx.addIssue(bound(`must be at most ${ENV_LIMITS.entryBytes} bytes as NAME=value in UTF-8, the kernel's limit for one variable (got ${bytes})`, [name]));
+    if (bytes > ENV_LIMITS.entryBytes)
+      ctx.addIssue(bound(`must be at most ${ENV_LIMITS.entryBytes} bytes as NAME=value in UTF-8, the kernel's limit for one variable (got ${bytes})`, [name]));
   }
   if (total > ENV_LIMITS.totalBytes) ctx.addIssue(bound(`must be at most ${ENV_LIMITS.totalBytes} bytes in all, names and values in UTF-8 (got ${total})`));
 });
@@ -148,10 +148,17 @@ export const ExecRequest = z
     argv: z.array(z.string()).min(1).optional(),
     cwd: z.string().optional(),
     env: EnvMap.optional(),
-    user: z.string().regex(/^[a-z_][a-z0-9_-]*$/).optional(),
+    user: z
+      .string()
+      .regex(/^[a-z_][a-z0-9_-]*$/)
+      .optional(),
     /** Bytes written to the command's stdin, then stdin is closed (UTF-8 text). */
     stdin: z.string().optional(),
-    timeoutSeconds: z.number().positive().max(7 * 24 * 3600).optional(),
+    timeoutSeconds: z
+      .number()
+      .positive()
+      .max(7 * 24 * 3600)
+      .optional(),
     /** Start and return the pid at once; read output later through /processes. */
     background: z.boolean().optional(),
     /** A label for background processes, shown in process listings. */
@@ -208,7 +215,14 @@ export interface ProcessOutput {
   exitCode: number | null;
 }
 
-export const SignalRequest = z.object({ signal: z.string().regex(/^SIG[A-Z0-9]+$/).default('SIGTERM') }).strict();
+export const SignalRequest = z
+  .object({
+    signal: z
+      .string()
+      .regex(/^SIG[A-Z0-9]+$/)
+      .default('SIGTERM'),
+  })
+  .strict();
 export const StdinRequest = z.object({ data: z.string().default(''), close: z.boolean().optional() }).strict();
 
 export type FileType = 'file' | 'directory' | 'symlink' | 'other';
@@ -382,7 +396,10 @@ export const NetworkPolicy = z
   .object({
     allow: z.array(z.string().min(1).max(300)).max(256),
     /** Headers the daemon adds to requests to a host; the values never enter the sandbox. */
-    credentials: z.array(z.lazy(() => CredentialRule)).max(64).optional(),
+    credentials: z
+      .array(z.lazy(() => CredentialRule))
+      .max(64)
+      .optional(),
   })
   .strict();
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
@@ -424,7 +441,16 @@ export interface EgressList {
 }
 
 /** POST /v1/sandboxes/:id/ports/:port/url: a signed URL for a port inside the sandbox. */
-export const PortUrlRequest = z.object({ expiresInSeconds: z.number().int().min(1).max(7 * 24 * 3600).default(3600) }).strict();
+export const PortUrlRequest = z
+  .object({
+    expiresInSeconds: z
+      .number()
+      .int()
+      .min(1)
+      .max(7 * 24 * 3600)
+      .default(3600),
+  })
+  .strict();
 export interface PortUrl {
   /** `http://<port>-<sandbox>.localhost:<daemon port>/?warren_token=…`: HTTP and WebSocket. */
   url: string;

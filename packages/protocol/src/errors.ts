@@ -26,7 +26,7 @@ export interface ErrorBody {
 }
 
 export function isErrorCode(value: unknown): value is ErrorCode {
-  return typeof value === 'string' && Object.prototype.hasOwnProperty.call(ErrorCodes, value);
+  return typeof value === 'string' && Object.hasOwn(ErrorCodes, value);
 }
 
 export interface WarrenErrorOptions {

@@ -45,7 +45,11 @@ test('payloads stay intact after later pushes, and small ones do not pin their c
     const decoder = new FrameDecoder();
     const out = [];
     for (let at = 0; at < wire.length; at += step) out.push(...decoder.push(Buffer.from(wire.subarray(at, at + step))));
-    assert.deepEqual(out.map((f) => f.stream), [1, 2, 3], `step ${step}`);
+    assert.deepEqual(
+      out.map((f) => f.stream),
+      [1, 2, 3],
+      `step ${step}`,
+    );
     const [tiny, spanning, tail] = out;
     assert.ok(tiny && spanning && tail);
     assert.equal(tiny.payload.toString(), 'tiny');

@@ -157,7 +157,7 @@ export type GuestHandlers<Ctx> = {
 
 /** Calls the handler of req.op; an operation without one is the caller's error. */
 export function dispatchGuestRequest<Ctx>(handlers: GuestHandlers<Ctx>, req: GuestRequest, ctx: Ctx): Promise<unknown> {
-  if (!Object.prototype.hasOwnProperty.call(handlers, req.op)) {
+  if (!Object.hasOwn(handlers, req.op)) {
     return Promise.reject(new WarrenError('invalid_argument', `unknown guest operation ${String(req.op)}`));
   }
   // req.op and req.params come as a pair (GuestRequest<K>), which TypeScript cannot see
@@ -178,9 +178,7 @@ export interface GuestRequest<K extends GuestOp = GuestOp> {
   params: GuestOps[K]['params'];
 }
 
-export type GuestResponse =
-  | { id: number; ok: true; result: unknown }
-  | { id: number; ok: false; error: { code: ErrorCode; message: string } };
+export type GuestResponse = { id: number; ok: true; result: unknown } | { id: number; ok: false; error: { code: ErrorCode; message: string } };
 
 /** Unsolicited messages from the agent. */
 export type GuestEvent =

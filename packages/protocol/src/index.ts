@@ -4,3 +4,4 @@ export * from './guest.js';
 export * from './frames.js';
 export * from './credit.js';
 export * from './templates.js';
+export * from './validation.js';

@@ -12,10 +12,7 @@ export const TEMPLATE_NAME_PATTERN = /^[a-z0-9][a-z0-9-]*$/;
 export const DEBIAN_BASE = 'debian:bookworm';
 export const DEFAULT_READY_TIMEOUT_SECONDS = 60;
 
-export const TemplateName = z
-  .string()
-  .max(63)
-  .regex(TEMPLATE_NAME_PATTERN, 'must be lowercase letters, digits and -, starting with a letter or digit');
+export const TemplateName = z.string().max(63).regex(TEMPLATE_NAME_PATTERN, 'must be lowercase letters, digits and -, starting with a letter or digit');
 
 const absolutePath = z
   .string()
@@ -32,7 +29,10 @@ export const AptStep = z.object({ type: z.literal('apt'), packages: z.array(pack
 export const RunStep = z
   .object({
     type: z.literal('run'),
-    cmd: z.string().min(1).max(128 * 1024),
+    cmd: z
+      .string()
+      .min(1)
+      .max(128 * 1024),
     /** Default: the recipe's current user (root unless a `user` step set one). */
     user: userName.optional(),
     /** Default: the recipe's current workdir, else the user's home. */
@@ -59,12 +59,25 @@ export const RecipeStep = z.discriminatedUnion('type', [AptStep, RunStep, CopySt
 export type RecipeStep = z.infer<typeof RecipeStep>;
 export type RecipeStepType = RecipeStep['type'];
 
-export const StartCommand = z.object({ cmd: z.string().min(1).max(64 * 1024), user: userName.optional(), cwd: absolutePath.optional() }).strict();
+export const StartCommand = z
+  .object({
+    cmd: z
+      .string()
+      .min(1)
+      .max(64 * 1024),
+    user: userName.optional(),
+    cwd: absolutePath.optional(),
+  })
+  .strict();
 export type StartCommand = z.infer<typeof StartCommand>;
 
 export const ReadyCheck = z
   .object({
-    cmd: z.string().min(1).max(64 * 1024).optional(),
+    cmd: z
+      .string()
+      .min(1)
+      .max(64 * 1024)
+      .optional(),
     port: z.number().int().min(1).max(65535).optional(),
     timeoutSeconds: z.number().int().min(1).max(3600).default(DEFAULT_READY_TIMEOUT_SECONDS),
   })
@@ -75,7 +88,9 @@ export type ReadyCheck = z.output<typeof ReadyCheck>;
 const recipeShape = {
   name: TemplateName,
   /** 'debian:bookworm' or the name of an installed template. */
-  from: z.string().refine((v) => v === DEBIAN_BASE || (TEMPLATE_NAME_PATTERN.test(v) && v.length <= 63), `must be '${DEBIAN_BASE}' or the name of an installed template`),
+  from: z
+    .string()
+    .refine((v) => v === DEBIAN_BASE || (TEMPLATE_NAME_PATTERN.test(v) && v.length <= 63), `must be '${DEBIAN_BASE}' or the name of an installed template`),
   /** Extra packages for debootstrap (only with from: 'debian:bookworm'). */
   include: z.array(packageName).max(1000).optional(),
   steps: z.array(RecipeStep).max(64).default([]),
@@ -129,7 +144,8 @@ export interface TemplateManifest {
 }
 
 /** A template as listed by the API. Templates built before recipes lack the recipe fields. */
-export type TemplateInfo = Omit<TemplateManifest, 'builtAt' | 'recipeHash' | 'from' | 'layers'> & Partial<Pick<TemplateManifest, 'builtAt' | 'recipeHash' | 'from'>>;
+export type TemplateInfo = Omit<TemplateManifest, 'builtAt' | 'recipeHash' | 'from' | 'layers'> &
+  Partial<Pick<TemplateManifest, 'builtAt' | 'recipeHash' | 'from'>>;
 
 /** POST /v1/templates/prune: drop cached build layers. */
 export const PruneLayersRequest = z

@@ -38,7 +38,11 @@ export class HttpClient {
    * `body` may be a function that makes a fresh body for each attempt: a stream made that way
    * can be sent again when a stale connection forces a retry, as an in-memory body can.
    */
-  async request(method: string, route: string, init: { json?: unknown; body?: BodyInit | (() => BodyInit); query?: Record<string, string | number | undefined>; headers?: Record<string, string> } = {}): Promise<Response> {
+  async request(
+    method: string,
+    route: string,
+    init: { json?: unknown; body?: BodyInit | (() => BodyInit); query?: Record<string, string | number | undefined>; headers?: Record<string, string> } = {},
+  ): Promise<Response> {
     const url = new URL(this.url + route);
     for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { ...(init.headers ?? {}) };

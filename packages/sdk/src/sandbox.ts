@@ -1,5 +1,19 @@
 /** The Sandbox class: the SDK's entry point. */
-import type { CreateSandboxRequest, EgressEntry, EgressList, ExecRequest, ExecResult, ForkResult, Metadata, NetworkPolicy, PortUrl, SandboxInfo, SandboxList, SandboxState, SnapshotInfo } from '@warren/protocol';
+import type {
+  CreateSandboxRequest,
+  EgressEntry,
+  EgressList,
+  ExecRequest,
+  ExecResult,
+  ForkResult,
+  Metadata,
+  NetworkPolicy,
+  PortUrl,
+  SandboxInfo,
+  SandboxList,
+  SandboxState,
+  SnapshotInfo,
+} from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError, InternalError } from './errors.js';
 import { Files } from './files.js';
@@ -112,7 +126,9 @@ export class Sandbox {
     };
     const route = `/v1/sandboxes/${this.id}/exec`;
     if ('background' in opts && opts.background) {
-      const { pid } = await this.http.json<{ pid: number }>('POST', route, { json: { ...base, background: true, tag: opts.tag, keepStdinOpen: opts.keepStdinOpen } });
+      const { pid } = await this.http.json<{ pid: number }>('POST', route, {
+        json: { ...base, background: true, tag: opts.tag, keepStdinOpen: opts.keepStdinOpen },
+      });
       return new ProcessHandle(this.http, this.id, pid);
     }
     const o = opts as ExecOptions;

@@ -106,7 +106,10 @@ export class Template {
   }
 
   /** Builds a recipe given as JSON (e.g. read from a recipe.json). */
-  static async buildRecipe(recipe: Recipe, opts: ConnectionOptions & { contextDir?: string; onEvent?: (e: TemplateBuildEvent) => void } = {}): Promise<TemplateInfo> {
+  static async buildRecipe(
+    recipe: Recipe,
+    opts: ConnectionOptions & { contextDir?: string; onEvent?: (e: TemplateBuildEvent) => void } = {},
+  ): Promise<TemplateInfo> {
     const http = new HttpClient(opts);
     const send = () => http.request('POST', '/v1/templates/build', { json: { ...recipe, contextDir: path.resolve(opts.contextDir ?? process.cwd()) } });
     let res: Response;

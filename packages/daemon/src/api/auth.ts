@@ -19,7 +19,7 @@ export function ensureAdminKey(registry: Registry, keyFile: string): { key: stri
     return { key, created: false };
   }
   const key = `wk_${randomBytes(24).toString('base64url')}`;
-  writeFileSync(keyFile, key + '\n', { mode: 0o600 });
+  writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
   registry.addApiKey('admin', sha256(key), 'admin');
   return { key, created: true };
 }

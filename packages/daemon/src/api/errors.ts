@@ -1,10 +1,11 @@
 /** The one place where an error kind becomes an HTTP status and a JSON body. */
 import type { Context } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { z } from 'zod';
 import { ErrorCodes, WarrenError, errorText, type ErrorBody } from '@warren/protocol';
+
+// Zod errors become one invalid_argument message (protocol/src/validation.ts).
+export { parse, validationError } from '@warren/protocol';
 import type { Logger } from 'pino';
-import { issueText, issuesText } from './validation.js';
 
 /**
  * A server-side failure (5xx) answers with the code, the message (what failed, in the
@@ -16,7 +17,10 @@ export function errorResponse(c: Context, err: unknown, log: Logger): Response {
   const status = ErrorCodes[e.code] as ContentfulStatusCode;
   if (!e.isServerSide) return c.json(e.toBody() satisfies ErrorBody, status);
   const requestId = (c.get('requestId') as string | undefined) ?? 'unknown';
-  log.error({ requestId, method: c.req.method, path: c.req.path, code: e.code, err: errorText(e), stack: (e.cause instanceof Error ? e.cause : e).stack }, 'request failed');
+  log.error(
+    { requestId, method: c.req.method, path: c.req.path, code: e.code, err: errorText(e), stack: (e.cause instanceof Error ? e.cause : e).stack },
+    'request failed',
+  );
   return c.json({ error: { code: e.code, message: e.message, requestId } } satisfies ErrorBody, status);
 }
 
@@ -28,18 +32,6 @@ export function toWarrenError(err: unknown): WarrenError {
 }
 
 /** A 400 whose message names each bad field and, for a bound, the limit and the value given. */
-export function validationError(error: z.ZodError): WarrenError {
-  const issues = error.issues.map(issueText);
-  return new WarrenError('invalid_argument', issuesText(error.issues), { details: { issues } });
-}
-
-export function parse<T extends z.ZodTypeAny>(schema: T, input: unknown): z.output<T> {
-  // reportInput: the message says what was given ("got 0.001"); it never leaves this module.
-  const r = schema.safeParse(input, { reportInput: true });
-  if (!r.success) throw validationError(r.error);
-  return r.data;
-}
-
 export async function jsonBody(c: Context): Promise<unknown> {
   const text = await c.req.text();
   if (!text.trim()) return {};

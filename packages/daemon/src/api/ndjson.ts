@@ -24,7 +24,7 @@ export function ndjsonResponse<E extends { type: string } = DefaultEvent>(produc
         send(event) {
           if (closed) return;
           lastSent = Date.now();
-          controller.enqueue(encoder.encode(JSON.stringify(event) + '\n'));
+          controller.enqueue(encoder.encode(`${JSON.stringify(event)}\n`));
         },
         close() {
           if (closed) return;

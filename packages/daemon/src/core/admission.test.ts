@@ -18,16 +18,19 @@ function refusal(fn: () => void): WarrenError {
 }
 
 test('resources beyond the host are refused, naming the field and the limit', () => {
-  assert.equal(
-    refusal(() => admitResources({ ...DEFAULT_RESOURCES, cpus: 64 }, small)).message,
-    "resources.cpus must be at most 2, this host's CPUs (got 64)",
-  );
+  assert.equal(refusal(() => admitResources({ ...DEFAULT_RESOURCES, cpus: 64 }, small)).message, "resources.cpus must be at most 2, this host's CPUs (got 64)");
   assert.equal(
     refusal(() => admitResources({ ...DEFAULT_RESOURCES, memoryMB: 262144 }, small)).message,
     "resources.memoryMB must be at most 23040, this host's memory (got 262144)",
   );
-  assert.match(refusal(() => admitResources({ ...DEFAULT_RESOURCES, pids: 1_000_000 }, small)).message, /^resources\.pids must be at most 8064, .*kernel\.pid_max of 32768.* \(got 1000000\)$/);
-  assert.match(refusal(() => admitResources({ ...DEFAULT_RESOURCES, diskMB: 200_000 }, small)).message, /^resources\.diskMB must be at most 100000, the size of the filesystem .* \(got 200000\)$/);
+  assert.match(
+    refusal(() => admitResources({ ...DEFAULT_RESOURCES, pids: 1_000_000 }, small)).message,
+    /^resources\.pids must be at most 8064, .*kernel\.pid_max of 32768.* \(got 1000000\)$/,
+  );
+  assert.match(
+    refusal(() => admitResources({ ...DEFAULT_RESOURCES, diskMB: 200_000 }, small)).message,
+    /^resources\.diskMB must be at most 100000, the size of the filesystem .* \(got 200000\)$/,
+  );
   assert.deepEqual(refusal(() => admitResources({ ...DEFAULT_RESOURCES, cpus: 3 }, small)).details, { field: 'resources.cpus', limit: 2 });
 });
 

@@ -284,7 +284,11 @@ export class Baker implements BakedImages {
  * template needs (the bake, and creates that boot cold while no image is ready).
  */
 async function startTemplate(client: GuestClient, runtime: TemplateRuntime, log: Logger, opts: { waitReady: boolean }): Promise<void> {
-  await client.request('configure', { env: runtime.env, pidsLimit: DEFAULT_RESOURCES.pids, defaultUser: runtime.user, defaultCwd: runtime.workdir }, AGENT_TIMEOUT_MS);
+  await client.request(
+    'configure',
+    { env: runtime.env, pidsLimit: DEFAULT_RESOURCES.pids, defaultUser: runtime.user, defaultCwd: runtime.workdir },
+    AGENT_TIMEOUT_MS,
+  );
   if (runtime.start) {
     // Not subscribed: nothing may be streaming on the channel when a checkpoint is taken.
     await client.request('exec', { cmd: runtime.start.cmd, user: runtime.start.user, cwd: runtime.start.cwd, tag: 'start', service: true }, AGENT_TIMEOUT_MS);
@@ -325,7 +329,10 @@ async function waitReady(client: GuestClient, ready: NonNullable<TemplateRuntime
     log.debug({ last }, 'ready check not passing yet');
     await new Promise((r) => setTimeout(r, READY_POLL_MS));
   }
-  throw new WarrenError('deadline_exceeded', `ready check (${ready.port !== undefined ? `port ${ready.port}` : cmd}) did not pass within ${timeoutMs / 1000}s; last attempt: ${last || 'none finished'}`);
+  throw new WarrenError(
+    'deadline_exceeded',
+    `ready check (${ready.port !== undefined ? `port ${ready.port}` : cmd}) did not pass within ${timeoutMs / 1000}s; last attempt: ${last || 'none finished'}`,
+  );
 }
 
 async function runCheck(client: GuestClient, cmd: string, deadline: number): Promise<{ exitCode: number | null; stdout: string; stderr: string }> {

@@ -59,7 +59,9 @@ export async function installEgressCa(client: GuestClient, caPem: string): Promi
       // Not to be listed among the user's processes.
       await client.request('proc.forget', { pid }, CALL_TIMEOUT_MS);
       if (out.exitCode !== 0) {
-        throw new WarrenError('internal', `could not install the egress CA in the sandbox (exit ${out.exitCode})`, { cause: (out.stderr || out.stdout).slice(-500) });
+        throw new WarrenError('internal', `could not install the egress CA in the sandbox (exit ${out.exitCode})`, {
+          cause: (out.stderr || out.stdout).slice(-500),
+        });
       }
       return;
     }

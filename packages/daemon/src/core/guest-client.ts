@@ -274,7 +274,12 @@ export class GuestClient {
     const payload = Buffer.from(JSON.stringify({ id, op, params }), 'utf8');
     if (payload.length > MAX_MESSAGE_PAYLOAD) {
       // The agent would take it for a corrupt stream and drop the channel, killing the sandbox.
-      return { id, result: Promise.reject(new WarrenError('too_large', `request to the sandbox agent is too large (${payload.length} bytes of '${op}', at most ${MAX_MESSAGE_PAYLOAD})`)) };
+      return {
+        id,
+        result: Promise.reject(
+          new WarrenError('too_large', `request to the sandbox agent is too large (${payload.length} bytes of '${op}', at most ${MAX_MESSAGE_PAYLOAD})`),
+        ),
+      };
     }
     if (streams) this.streams.set(id, streams);
     const result = new Promise<GuestOps[K]['result']>((resolve, reject) => {
@@ -400,7 +405,7 @@ export class GuestClient {
   }
 
   private onBytes(chunk: Buffer): void {
-    let frames;
+    let frames: ReturnType<FrameDecoder['push']>;
     try {
       frames = this.decoder.push(chunk);
     } catch (err) {

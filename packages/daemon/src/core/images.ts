@@ -46,7 +46,7 @@ export class ImageStore {
   }
 
   async markComplete(dir: string): Promise<void> {
-    await writeFile(path.join(dir, COMPLETE), new Date().toISOString() + '\n');
+    await writeFile(path.join(dir, COMPLETE), `${new Date().toISOString()}\n`);
   }
 
   isComplete(dir: string): boolean {

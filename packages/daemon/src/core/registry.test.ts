@@ -7,8 +7,20 @@ import { DEFAULT_RESOURCES } from '@warren/protocol';
 import { Registry, type SandboxRecord } from './registry.js';
 
 function record(id: string, metadata: Record<string, string>, expiresAt = Date.now() + 60_000): SandboxRecord {
-  return { id, template: 'base', state: 'running', createdAt: Date.now(), expiresAt, metadata, env: {}, resources: DEFAULT_RESOURCES, rootfs: '/x', apiKeyId: 'admin', boot: 'cold',
-    network: [] };
+  return {
+    id,
+    template: 'base',
+    state: 'running',
+    createdAt: Date.now(),
+    expiresAt,
+    metadata,
+    env: {},
+    resources: DEFAULT_RESOURCES,
+    rootfs: '/x',
+    apiKeyId: 'admin',
+    boot: 'cold',
+    network: [],
+  };
 }
 
 test('registry filters by metadata and state, pages by id, finds expired records', () => {
@@ -19,11 +31,26 @@ test('registry filters by metadata and state, pages by id, finds expired records
     reg.insert(record('sb-b', { team: 'x' }, Date.now() - 1));
     reg.insert(record('sb-c', { team: 'y' }));
     reg.setState('sb-c', 'dead', 'out of memory');
-    assert.deepEqual(reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id), ['sb-a', 'sb-b']);
-    assert.deepEqual(reg.list({ metadata: { 'we"ird': 'q' }, limit: 10 }).map((r) => r.id), ['sb-a']);
-    assert.deepEqual(reg.list({ state: 'dead', limit: 10 }).map((r) => [r.id, r.error]), [['sb-c', 'out of memory']]);
-    assert.deepEqual(reg.list({ limit: 1, after: 'sb-a' }).map((r) => r.id), ['sb-b']);
-    assert.deepEqual(reg.expired(Date.now()).map((r) => r.id), ['sb-b']);
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id),
+      ['sb-a', 'sb-b'],
+    );
+    assert.deepEqual(
+      reg.list({ metadata: { 'we"ird': 'q' }, limit: 10 }).map((r) => r.id),
+      ['sb-a'],
+    );
+    assert.deepEqual(
+      reg.list({ state: 'dead', limit: 10 }).map((r) => [r.id, r.error]),
+      [['sb-c', 'out of memory']],
+    );
+    assert.deepEqual(
+      reg.list({ limit: 1, after: 'sb-a' }).map((r) => r.id),
+      ['sb-b'],
+    );
+    assert.deepEqual(
+      reg.expired(Date.now()).map((r) => r.id),
+      ['sb-b'],
+    );
     assert.equal(reg.countLive(), 2);
   } finally {
     reg.close();

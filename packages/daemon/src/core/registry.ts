@@ -188,7 +188,7 @@ export class Registry {
       where.push('id > ?');
       args.push(q.after);
     }
-    const sql = `SELECT * FROM sandboxes ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY id LIMIT ?`;
+    const sql = `SELECT * FROM sandboxes ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
     return (this.db.prepare(sql).all(...args, q.limit) as Row[]).map(fromRow);
   }
 
@@ -203,7 +203,9 @@ export class Registry {
 
   /** Ids of sandboxes that are not dead and were created from this template. */
   liveUsingTemplate(template: string): string[] {
-    return (this.db.prepare("SELECT id FROM sandboxes WHERE state != 'dead' AND template = ? ORDER BY id").all(template) as Array<{ id: string }>).map((r) => r.id);
+    return (this.db.prepare("SELECT id FROM sandboxes WHERE state != 'dead' AND template = ? ORDER BY id").all(template) as Array<{ id: string }>).map(
+      (r) => r.id,
+    );
   }
 
   insertSnapshot(r: SnapshotRecord): void {
@@ -212,7 +214,18 @@ export class Registry {
         `INSERT INTO snapshots (id, sandbox_id, template, rootfs, resources, env, metadata, created_at, size_bytes, api_key_id)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
       )
-      .run(r.id, r.sandboxId, r.template, r.rootfs, JSON.stringify(r.resources), JSON.stringify(r.env), JSON.stringify(r.metadata), r.createdAt, r.sizeBytes, r.apiKeyId);
+      .run(
+        r.id,
+        r.sandboxId,
+        r.template,
+        r.rootfs,
+        JSON.stringify(r.resources),
+        JSON.stringify(r.env),
+        JSON.stringify(r.metadata),
+        r.createdAt,
+        r.sizeBytes,
+        r.apiKeyId,
+      );
   }
 
   getSnapshot(id: string): SnapshotRecord | undefined {

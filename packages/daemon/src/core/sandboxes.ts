@@ -357,7 +357,8 @@ export class SandboxService {
     } finally {
       // A failed checkpoint leaves the sandbox running: it must get its channel back.
       if (!stopped) {
-        if (live.relayed) await this.reattach(id).catch((err: Error) => this.markDead(id, `its agent could not be reached again after a checkpoint: ${err.message}`));
+        if (live.relayed)
+          await this.reattach(id).catch((err: Error) => this.markDead(id, `its agent could not be reached again after a checkpoint: ${err.message}`));
         else live.client.unquiesce();
       }
     }
@@ -380,7 +381,10 @@ export class SandboxService {
     });
     const free = fs.bavail * fs.bsize;
     if (needed > free) {
-      throw new WarrenError('resource_exhausted', `not enough disk for the image of sandbox ${id}: it needs up to ${mb(needed)} MB, ${mb(free)} MB are free under ${path.dirname(dir)}; the sandbox was not touched`);
+      throw new WarrenError(
+        'resource_exhausted',
+        `not enough disk for the image of sandbox ${id}: it needs up to ${mb(needed)} MB, ${mb(free)} MB are free under ${path.dirname(dir)}; the sandbox was not touched`,
+      );
     }
   }
 
@@ -460,7 +464,10 @@ export class SandboxService {
    */
   async fork(id: string, req: ForkRequest & { count: number }): Promise<ForkResult> {
     const max = this.opts.maxForkCount ?? DEFAULT_MAX_FORK_COUNT;
-    if (req.count > max) throw new WarrenError('invalid_argument', `count must be at most ${max} children per fork, WARREN_MAX_FORK (got ${req.count})`, { details: { field: 'count', limit: max } });
+    if (req.count > max)
+      throw new WarrenError('invalid_argument', `count must be at most ${max} children per fork, WARREN_MAX_FORK (got ${req.count})`, {
+        details: { field: 'count', limit: max },
+      });
     // Children get the parent's resources, which an older daemon may have admitted unchecked.
     admitResources(this.record(id, 'fork').resources, this.opts.capacity, `the parent ${id}`);
     return this.serialized(id, async () => {
@@ -487,7 +494,10 @@ export class SandboxService {
         if (firstFailure) {
           await Promise.all(made.map((c) => this.kill(c.id, 'fork failed').catch(() => undefined)));
           const why = (firstFailure.reason as Error).message;
-          throw new WarrenError('unavailable', `fork of ${id} failed: ${failed.length} of ${req.count} children could not start (${why}); no child was kept, the parent is unharmed`);
+          throw new WarrenError(
+            'unavailable',
+            `fork of ${id} failed: ${failed.length} of ${req.count} children could not start (${why}); no child was kept, the parent is unharmed`,
+          );
         }
         const totalMs = Date.now() - started;
         this.opts.log.info({ sandbox: id, children: made.map((c) => c.id), parentPausedMs, channelHeldMs, totalMs }, 'sandbox forked');
@@ -694,7 +704,9 @@ export class SandboxService {
     // either way: this only moves listeners.
     const live = this.live.get(id);
     if (live && !live.client.closed) {
-      await this.pushForwards(id).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'TCP forwarders not updated; the next resume or restore updates them'));
+      await this.pushForwards(id).catch((err: Error) =>
+        this.opts.log.warn({ sandbox: id, err: err.message }, 'TCP forwarders not updated; the next resume or restore updates them'),
+      );
     }
     return this.getNetwork(id);
   }
@@ -799,7 +811,7 @@ export class SandboxService {
 
   private async onChannelLost(id: string, reason: string): Promise<void> {
     const r = this.opts.registry.get(id);
-    if (!r || r.state !== 'running') return;
+    if (r?.state !== 'running') return;
     await this.markDead(id, reason);
   }
 
@@ -862,7 +874,7 @@ export class SandboxService {
   /** Whether a running sandbox with idleSeconds set has seen no activity for that long. */
   private idleTooLong(id: string): boolean {
     const r = this.opts.registry.get(id);
-    if (!r || r.state !== 'running' || !r.idleSeconds) return false;
+    if (r?.state !== 'running' || !r.idleSeconds) return false;
     const last = this.lastActive.get(id) ?? Date.now();
     return Date.now() - last >= r.idleSeconds * 1000;
   }
@@ -880,7 +892,7 @@ export class SandboxService {
    */
   private async enforceDisk(id: string): Promise<void> {
     const r = this.opts.registry.get(id);
-    if (!r || r.state !== 'running') return;
+    if (r?.state !== 'running') return;
     const used = await this.opts.driver.diskUsage(id);
     if (used > r.resources.diskMB * 1024 * 1024) {
       await this.markDead(id, `the sandbox was stopped: disk limit exceeded (it wrote ${Math.round(used / 1048576)} MB, limit ${r.resources.diskMB} MB)`);
@@ -910,8 +922,18 @@ async function settleLimited<T>(limit: number, count: number, task: () => Promis
  * template version, env, resources and key, with the request's ttl, metadata and idleSeconds.
  */
 function recordFromImage(
-  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & { network?: string[]; credentials?: SandboxRecord['credentials'] },
-  req: { ttlSeconds?: number; metadata?: SandboxRecord['metadata']; idleSeconds?: number; env?: Record<string, string>; resources?: ResolvedResources; network?: NetworkPolicy },
+  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & {
+    network?: string[];
+    credentials?: SandboxRecord['credentials'];
+  },
+  req: {
+    ttlSeconds?: number;
+    metadata?: SandboxRecord['metadata'];
+    idleSeconds?: number;
+    env?: Record<string, string>;
+    resources?: ResolvedResources;
+    network?: NetworkPolicy;
+  },
   boot: BootKind,
   source: string,
 ): SandboxRecord {

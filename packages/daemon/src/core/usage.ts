@@ -99,12 +99,15 @@ export class UsageMeter implements ActivityMeter {
    * when it died. Returns the ids it closed.
    */
   reconcile(liveIds: Set<string>, at = Date.now()): string[] {
-    const open = (this.db.prepare('SELECT DISTINCT sandbox_id FROM usage_intervals WHERE ended_at IS NULL').all() as Array<{ sandbox_id: string }>).map((r) => r.sandbox_id);
+    const open = (this.db.prepare('SELECT DISTINCT sandbox_id FROM usage_intervals WHERE ended_at IS NULL').all() as Array<{ sandbox_id: string }>).map(
+      (r) => r.sandbox_id,
+    );
     const stale = open.filter((id) => !liveIds.has(id));
     this.db.transaction(() => {
       for (const id of stale) this.closeOpen.run(at, id);
     })();
-    if (stale.length) this.opts.log?.info({ closed: stale, stillBilled: open.length - stale.length }, 'usage: closed intervals of sandboxes that are no longer running');
+    if (stale.length)
+      this.opts.log?.info({ closed: stale, stillBilled: open.length - stale.length }, 'usage: closed intervals of sandboxes that are no longer running');
     return stale;
   }
 

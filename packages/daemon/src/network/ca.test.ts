@@ -20,7 +20,13 @@ async function handshake(store: SandboxCaStore, id: string, certHost: string, co
   const port = (server.address() as AddressInfo).port;
   try {
     return await new Promise((resolve) => {
-      const socket = tls.connect({ host: '127.0.0.1', port, ca, ...(connectHost === '127.0.0.1' ? {} : { servername: connectHost }), checkServerIdentity: (_h, cert) => tls.checkServerIdentity(connectHost, cert) });
+      const socket = tls.connect({
+        host: '127.0.0.1',
+        port,
+        ca,
+        ...(connectHost === '127.0.0.1' ? {} : { servername: connectHost }),
+        checkServerIdentity: (_h, cert) => tls.checkServerIdentity(connectHost, cert),
+      });
       socket.once('secureConnect', () => {
         resolve({ ok: true });
         socket.destroy();

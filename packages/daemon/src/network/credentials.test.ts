@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { WarrenError } from '@warren/protocol';
+import type { WarrenError } from '@warren/protocol';
 import { credentialFor, credentialRules, parseCredentials, redactedCredentials } from './credentials.js';
 import { parsePolicy } from './policy.js';
 
@@ -31,9 +31,18 @@ test('valid credentials are normalised', () => {
     policy,
   );
   assert.deepEqual(parsed[0], { host: 'api.example.com', port: 443, headers: [['authorization', SECRET]] });
-  assert.deepEqual(parsed[1], { host: 'git.example.org', headers: [['x-token', 'a'], ['x-other', 'b']] });
+  assert.deepEqual(parsed[1], {
+    host: 'git.example.org',
+    headers: [
+      ['x-token', 'a'],
+      ['x-other', 'b'],
+    ],
+  });
   assert.equal(parsed[3]?.host, '2001:db8::1');
-  assert.deepEqual(credentialRules(parsed).map((c) => c.host), ['api.example.com:443', 'git.example.org', '127.0.0.1:8443', '[2001:db8::1]:443']);
+  assert.deepEqual(
+    credentialRules(parsed).map((c) => c.host),
+    ['api.example.com:443', 'git.example.org', '127.0.0.1:8443', '[2001:db8::1]:443'],
+  );
   assert.deepEqual(parseCredentials(undefined, policy), []);
 });
 

@@ -107,7 +107,12 @@ export function forwardedResponseHeaders(res: http.IncomingMessage): string[] {
 
 /** Headers a Connection header names are hop-by-hop too. */
 function connectionTokens(value: string | undefined): Set<string> {
-  return new Set((value ?? '').split(',').map((t) => t.trim().toLowerCase()).filter((t) => t !== ''));
+  return new Set(
+    (value ?? '')
+      .split(',')
+      .map((t) => t.trim().toLowerCase())
+      .filter((t) => t !== ''),
+  );
 }
 
 /** Names compare without case and without a trailing dot ('Example.com.' is 'example.com'). */

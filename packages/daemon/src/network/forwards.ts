@@ -49,7 +49,13 @@ export function connectHints(policy: EgressPolicy): ConnectHint[] {
 /** What an agent may name as a forward's target: a DNS name and a port, nothing to inject. */
 export function validForward(f: unknown): f is TcpForward {
   const t = f as TcpForward | undefined;
-  return typeof t?.host === 'string' && /^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$/.test(t.host) && Number.isInteger(t.port) && t.port >= 1 && t.port <= 65535;
+  return (
+    typeof t?.host === 'string' &&
+    /^[A-Za-z0-9_]([A-Za-z0-9_.-]{0,251}[A-Za-z0-9])?$/.test(t.host) &&
+    Number.isInteger(t.port) &&
+    t.port >= 1 &&
+    t.port <= 65535
+  );
 }
 
 /** Longest proxy answer head we wait for before giving up on the connection. */

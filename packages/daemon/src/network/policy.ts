@@ -166,9 +166,7 @@ function parseCidr(text: string, family: 4 | 6): CidrParts {
   const address = parseIp(addressText);
   if (!address) {
     throw new RuleError(
-      family === 4
-        ? `'${addressText}' is not an IPv4 address (four decimal numbers 0-255 without leading zeros)`
-        : `'${addressText}' is not an IPv6 address`,
+      family === 4 ? `'${addressText}' is not an IPv4 address (four decimal numbers 0-255 without leading zeros)` : `'${addressText}' is not an IPv6 address`,
     );
   }
   if (address.family !== family) {
@@ -219,13 +217,13 @@ function parseNamePattern(text: string): { kind: 'domain' | 'suffix'; host: stri
 /** Lower case, no trailing dot, punycode for non-ASCII. Call only on names nameProblem accepts. */
 function normaliseName(name: string): string {
   const lower = name.toLowerCase().replace(/\.$/, '');
-  return /^[\x00-\x7f]*$/.test(lower) ? lower : domainToASCII(lower);
+  return isAscii(lower) ? lower : domainToASCII(lower);
 }
 
 /** Why `name` is not an acceptable DNS name, or undefined. Hosts may use '_', rules may not. */
 function nameProblem(name: string, allowUnderscore: boolean): string | undefined {
   let ascii = name.toLowerCase().replace(/\.$/, '');
-  if (!/^[\x00-\x7f]*$/.test(ascii)) {
+  if (!isAscii(ascii)) {
     ascii = domainToASCII(ascii);
     if (ascii === '') return 'it is not a valid internationalised domain name';
   }
@@ -241,7 +239,7 @@ function nameProblem(name: string, allowUnderscore: boolean): string | undefined
     }
   }
   if (!/^[a-z]/.test(labels.at(-1) ?? '')) {
-    return "the last label must start with a letter (a numeric form is read as an IP address; write IP addresses as a.b.c.d)";
+    return 'the last label must start with a letter (a numeric form is read as an IP address; write IP addresses as a.b.c.d)';
   }
   return undefined;
 }
@@ -256,24 +254,25 @@ export function allowsName(policy: EgressPolicy, host: string, port: number): { 
     const shown = formatIp(literal);
     const rule = policy.rules.find((r) => r.kind === 'cidr' && cidrContains(r, literal) && portMatches(r, port));
     if (rule) return { allowed: true, rule: rule.raw, reason: `rule '${rule.raw}' allows ${shown} port ${port}` };
-    return { allowed: false, reason: denial(policy, `${shown} port ${port}`, policy.rules.some((r) => r.kind === 'cidr' && cidrContains(r, literal))) };
+    return {
+      allowed: false,
+      reason: denial(
+        policy,
+        `${shown} port ${port}`,
+        policy.rules.some((r) => r.kind === 'cidr' && cidrContains(r, literal)),
+      ),
+    };
   }
   const problem = nameProblem(host, true);
   if (problem) return { allowed: false, reason: `'${truncate(host, 256)}' is not a valid host name: ${problem}` };
   const name = normaliseName(host);
-  const nameMatches = (r: EgressRule) =>
-    (r.kind === 'domain' && r.host === name) || (r.kind === 'suffix' && name.endsWith(`.${r.host}`));
+  const nameMatches = (r: EgressRule) => (r.kind === 'domain' && r.host === name) || (r.kind === 'suffix' && name.endsWith(`.${r.host}`));
   const rule = policy.rules.find((r) => nameMatches(r) && portMatches(r, port));
   if (rule) return { allowed: true, rule: rule.raw, reason: `rule '${rule.raw}' allows ${name}:${port}` };
   return { allowed: false, reason: denial(policy, `${name}:${port}`, policy.rules.some(nameMatches)) };
 }
 
-export function allowsAddress(
-  policy: EgressPolicy,
-  address: string,
-  port: number,
-  localAddresses: string[],
-): { allowed: boolean; reason: string } {
+export function allowsAddress(policy: EgressPolicy, address: string, port: number, localAddresses: string[]): { allowed: boolean; reason: string } {
   if (!validPort(port)) return { allowed: false, reason: `port ${port} is not a valid port` };
   const parsed = parseIp(stripZone(address));
   if (!parsed) return { allowed: false, reason: `'${truncate(address, 256)}' is not an IP address` };
@@ -281,9 +280,7 @@ export function allowsAddress(
   const shown = formatIp(ip);
   const kind = localKind(ip, localAddresses);
   if (!kind) return { allowed: true, reason: `${shown} is not a local address` };
-  const rule = policy.rules.find(
-    (r) => r.kind === 'cidr' && (r.prefix ?? 0) >= MIN_LOCAL_PREFIX && cidrContains(r, ip) && portMatches(r, port),
-  );
+  const rule = policy.rules.find((r) => r.kind === 'cidr' && (r.prefix ?? 0) >= MIN_LOCAL_PREFIX && cidrContains(r, ip) && portMatches(r, port));
   if (rule) return { allowed: true, reason: `rule '${rule.raw}' explicitly allows ${kind} address ${shown} port ${port}` };
   return {
     allowed: false,
@@ -442,4 +439,9 @@ function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
 
 function truncate(text: string, max: number): string {
   return text.length > max ? `${text.slice(0, max)}...` : text;
+}
+
+function isAscii(text: string): boolean {
+  for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false;
+  return true;
 }

@@ -44,7 +44,7 @@ export class PortTokens {
     if (existsSync(secretFile)) this.secret = Buffer.from(readFileSync(secretFile, 'utf8').trim(), 'base64url');
     else {
       this.secret = randomBytes(32);
-      writeFileSync(secretFile, this.secret.toString('base64url') + '\n', { mode: 0o600 });
+      writeFileSync(secretFile, `${this.secret.toString('base64url')}\n`, { mode: 0o600 });
     }
   }
 
@@ -132,7 +132,7 @@ export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: 
     }
     lines.push(`${name}: ${value}`);
   }
-  conn.write(lines.join('\r\n') + '\r\n\r\n');
+  conn.write(`${lines.join('\r\n')}\r\n\r\n`);
   if (head.length) conn.write(head);
   conn.on('error', () => client.destroy());
   client.on('error', () => conn.destroy());

@@ -28,9 +28,13 @@ let httpsServer: https.Server;
 before(async () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'warren-proxy-'));
   try {
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', `${dir}/k`, '-out', `${dir}/c`, '-days', '1'], {
-      stdio: 'ignore',
-    });
+    execFileSync(
+      'openssl',
+      ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-subj', '/CN=localhost', '-keyout', `${dir}/k`, '-out', `${dir}/c`, '-days', '1'],
+      {
+        stdio: 'ignore',
+      },
+    );
     httpsServer = https.createServer({ key: readFileSync(`${dir}/k`), cert: readFileSync(`${dir}/c`) }, (req, res) => {
       res.end(`secure ${(req.socket as tls.TLSSocket).servername ?? '-'} ${req.url}`);
     });
@@ -175,10 +179,15 @@ async function eventually(check: () => boolean, what: string, ms = 3000): Promis
 test('an allowed plain GET returns the upstream body, without hop-by-hop headers, and is audited', async () => {
   const p = await startProxy(fullAccess());
   try {
-    const reply = await viaProxy(p.port, `http://allowed.test:${httpPort}/some/path?q=1`, {
-      method: 'POST',
-      headers: { host: `allowed.test:${httpPort}`, 'Proxy-Authorization': 'Basic c2VjcmV0', Connection: 'X-Private', 'X-Private': 'hop', 'X-Kept': 'yes' },
-    }, 'request body');
+    const reply = await viaProxy(
+      p.port,
+      `http://allowed.test:${httpPort}/some/path?q=1`,
+      {
+        method: 'POST',
+        headers: { host: `allowed.test:${httpPort}`, 'Proxy-Authorization': 'Basic c2VjcmV0', Connection: 'X-Private', 'X-Private': 'hop', 'X-Kept': 'yes' },
+      },
+      'request body',
+    );
     assert.equal(reply.status, 200);
     const seen = JSON.parse(reply.body);
     assert.equal(seen.method, 'POST');
@@ -244,7 +253,10 @@ test('a forged Host header and an origin-form request get 400 and are audited as
     const originForm = await rawExchange(p.port, `GET /admin HTTP/1.1\r\nHost: 127.0.0.1:${httpPort}\r\n\r\n`);
     assert.match(originForm, /^HTTP\/1\.1 400 /);
     assert.match(originForm, /absolute URL/);
-    assert.deepEqual(p.audit.map((e) => e.decision), ['denied', 'denied', 'denied']);
+    assert.deepEqual(
+      p.audit.map((e) => e.decision),
+      ['denied', 'denied', 'denied'],
+    );
     assert.equal(p.audit[0]?.host, 'evil.test');
     assert.deepEqual(p.lookups, []);
   } finally {
@@ -343,7 +355,10 @@ test('an allowed name resolving to loopback without an IP rule is refused (DNS r
     tunnel.socket.destroy();
     // A loopback IP literal without a rule is refused before anything happens, too.
     assert.equal((await connectVia(p.port, `127.0.0.1:${httpsPort}`)).status, 403);
-    assert.deepEqual(p.audit.map((e) => e.decision), ['denied', 'denied', 'denied']);
+    assert.deepEqual(
+      p.audit.map((e) => e.decision),
+      ['denied', 'denied', 'denied'],
+    );
   } finally {
     p.close();
   }
@@ -424,7 +439,7 @@ test('50 concurrent CONNECT tunnels all work', async () => {
         return tlsGet(tunnel.socket, 'allowed.test', `/n${i}`);
       }),
     );
-    responses.forEach((r, i) => assert.match(r, new RegExp(`secure allowed\\.test /n${i}$`)));
+    for (const [i, r] of responses.entries()) assert.match(r, new RegExp(`secure allowed\\.test /n${i}$`));
     await eventually(() => p.audit.length === 50 && p.audit.every((e) => e.finished && e.decision === 'allowed'), 'all tunnels audited');
     await eventually(() => p.proxy.openCount(SANDBOX) === 0, 'every socket closed');
   } finally {

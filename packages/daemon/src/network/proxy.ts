@@ -43,7 +43,21 @@ import { allowsAddress, allowsName, type EgressPolicy } from './policy.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
 import { credentialFor } from './credentials.js';
 import { TlsTerminator, type TerminatorOptions } from './terminate.js';
-import { MAX_AUDITED_HOST, MAX_AUDITED_PATH, Refusal, checkHostHeader, comparableName, forwardedRequestHeaders, forwardedResponseHeaders, hostPort, parseAuthority, respondText, truncate, type EgressAudit, type Target } from './forwarding.js';
+import {
+  MAX_AUDITED_HOST,
+  MAX_AUDITED_PATH,
+  Refusal,
+  checkHostHeader,
+  comparableName,
+  forwardedRequestHeaders,
+  forwardedResponseHeaders,
+  hostPort,
+  parseAuthority,
+  respondText,
+  truncate,
+  type EgressAudit,
+  type Target,
+} from './forwarding.js';
 
 /** Client and upstream streams one sandbox may hold open at once (each connection is two). */
 export const MAX_STREAMS_PER_SANDBOX = 2048;
@@ -70,16 +84,13 @@ const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** How long a refused client gets to read the refusal before its connection is destroyed. */
 const REFUSAL_LINGER_MS = 2000;
 
-
 /** One client connection being served. */
 interface ClientContext {
   sandboxId: string;
   policy: () => EgressPolicy;
 }
 
-type Opened =
-  | { ok: true; upstream: net.Socket; reason: string }
-  | { ok: false; status: 403 | 502; decision: EgressRecord['decision']; reason: string };
+type Opened = { ok: true; upstream: net.Socket; reason: string } | { ok: false; status: 403 | 502; decision: EgressRecord['decision']; reason: string };
 
 export class EgressProxy {
   private readonly server: http.Server;
@@ -458,8 +469,15 @@ export class EgressProxy {
     this.audit.finish(this.audit.start(this.record(client, attempt, 'denied', reason)), 0, 0);
   }
 
-  private recordRefusal(client: ClientContext, attempt: { host: string; port: number; method?: string; path?: string }, opened: Extract<Opened, { ok: false }>): void {
-    if (opened.decision === 'denied') return this.recordDenied(client, attempt, opened.reason);
+  private recordRefusal(
+    client: ClientContext,
+    attempt: { host: string; port: number; method?: string; path?: string },
+    opened: Extract<Opened, { ok: false }>,
+  ): void {
+    if (opened.decision === 'denied') {
+      this.recordDenied(client, attempt, opened.reason);
+      return;
+    }
     this.log.info({ sandbox: client.sandboxId, host: attempt.host, port: attempt.port, reason: opened.reason }, 'egress failed');
     this.audit.finish(this.audit.start(this.record(client, attempt, 'allowed', opened.reason)), 0, 0);
   }

@@ -19,13 +19,19 @@ const NO_ADDRESSES = new Set(['ENODATA', 'ENOTFOUND']);
 
 /** Parses the servers setting: comma-separated `IP` or `IP:PORT` (`[IPv6]:PORT`). */
 export function parseDnsServers(text: string): string[] {
-  const servers = text.split(',').map((s) => s.trim()).filter((s) => s !== '');
+  const servers = text
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
   if (!servers.length) throw new WarrenError('invalid_argument', 'WARREN_EGRESS_DNS_SERVER names no server (expected IP[:PORT], comma-separated)');
   for (const s of servers) {
     const m = /^(?:\[([0-9a-fA-F:.]+)\]|([0-9.]+))(?::(\d{1,5}))?$/.exec(s);
     const ip = m?.[1] ?? m?.[2];
     if (!m || !ip || !isIP(ip) || (m[3] !== undefined && !(Number(m[3]) >= 1 && Number(m[3]) <= 65535))) {
-      throw new WarrenError('invalid_argument', `WARREN_EGRESS_DNS_SERVER: '${s}' is not IP[:PORT] (names are not accepted: they would need a resolver themselves)`);
+      throw new WarrenError(
+        'invalid_argument',
+        `WARREN_EGRESS_DNS_SERVER: '${s}' is not IP[:PORT] (names are not accepted: they would need a resolver themselves)`,
+      );
     }
   }
   return servers;

@@ -23,8 +23,7 @@ const MAX_RECORD_BYTES = 16384;
  */
 export const MAX_CLIENT_HELLO_BYTES = 64 * 1024;
 /** Bytes a caller may need to buffer before scanClientHello gives a final answer. */
-export const MAX_CLIENT_HELLO_BUFFER =
-  MAX_CLIENT_HELLO_BYTES + 4 + Math.ceil((MAX_CLIENT_HELLO_BYTES + 4) / MAX_RECORD_BYTES + 1) * RECORD_HEADER_BYTES;
+export const MAX_CLIENT_HELLO_BUFFER = MAX_CLIENT_HELLO_BYTES + 4 + Math.ceil((MAX_CLIENT_HELLO_BYTES + 4) / MAX_RECORD_BYTES + 1) * RECORD_HEADER_BYTES;
 
 export type ClientHelloScan =
   /** More bytes are needed to decide. */

@@ -41,11 +41,36 @@ function answer(req: http.IncomingMessage, res: http.ServerResponse, scheme: str
 before(async () => {
   dir = mkdtempSync(path.join(tmpdir(), 'warren-terminate-'));
   const sh = (args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
-  sh(['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=test upstream CA', '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '1']);
+  sh([
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-subj',
+    '/CN=test upstream CA',
+    '-keyout',
+    'ca.key',
+    '-out',
+    'ca.pem',
+    '-days',
+    '1',
+  ]);
   sh(['req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', '/CN=upstream', '-keyout', 'k.pem', '-out', 'csr.pem']);
-  execFileSync('sh', ['-c', "printf 'subjectAltName=IP:127.0.0.1,DNS:api.test,DNS:plain.test\\n' > ext && openssl x509 -req -in csr.pem -CA ca.pem -CAkey ca.key -CAcreateserial -out c.pem -days 1 -extfile ext"], { cwd: dir, stdio: 'pipe' });
+  execFileSync(
+    'sh',
+    [
+      '-c',
+      "printf 'subjectAltName=IP:127.0.0.1,DNS:api.test,DNS:plain.test\\n' > ext && openssl x509 -req -in csr.pem -CA ca.pem -CAkey ca.key -CAcreateserial -out c.pem -days 1 -extfile ext",
+    ],
+    { cwd: dir, stdio: 'pipe' },
+  );
   upstreamCa = readFileSync(path.join(dir, 'ca.pem'), 'utf8');
-  upstream = https.createServer({ key: readFileSync(path.join(dir, 'k.pem')), cert: readFileSync(path.join(dir, 'c.pem')) }, (req, res) => answer(req, res, 'https'));
+  upstream = https.createServer({ key: readFileSync(path.join(dir, 'k.pem')), cert: readFileSync(path.join(dir, 'c.pem')) }, (req, res) =>
+    answer(req, res, 'https'),
+  );
   plain = http.createServer((req, res) => answer(req, res, 'http'));
   upstreamPort = await listen(upstream);
   plainPort = await listen(plain);
@@ -97,13 +122,24 @@ async function startProxy(trustUpstream = true) {
   });
   const front = net.createServer((socket) => proxy.serve(socket, SANDBOX, () => policy));
   const port = await listen(front);
-  return { port, audit, sandboxCa, close: () => (proxy.closeAll(SANDBOX), front.close()) };
+  return {
+    port,
+    audit,
+    sandboxCa,
+    close: () => {
+      proxy.closeAll(SANDBOX);
+      front.close();
+    },
+  };
 }
 
 /** An HTTPS agent that tunnels through the proxy with CONNECT, like curl or git would. */
 function tunnellingAgent(proxyPort: number, ca: string): https.Agent {
   const agent = new https.Agent({ keepAlive: true, maxSockets: 1, ca });
-  (agent as unknown as { createConnection: unknown }).createConnection = (opts: tls.ConnectionOptions & { host: string; port: number }, cb: (e: Error | null, s?: net.Socket) => void) => {
+  (agent as unknown as { createConnection: unknown }).createConnection = (
+    opts: tls.ConnectionOptions & { host: string; port: number },
+    cb: (e: Error | null, s?: net.Socket) => void,
+  ) => {
     const raw = net.connect(proxyPort, '127.0.0.1', () => raw.write(`CONNECT ${opts.host}:${opts.port} HTTP/1.1\r\nHost: ${opts.host}:${opts.port}\r\n\r\n`));
     raw.once('data', (chunk: Buffer) => {
       if (!/^HTTP\/1\.1 200/.test(chunk.toString())) return cb(new Error(`CONNECT refused: ${chunk.toString()}`));
@@ -114,7 +150,13 @@ function tunnellingAgent(proxyPort: number, ca: string): https.Agent {
   return agent;
 }
 
-function get(agent: https.Agent, host: string, port: number, pathname: string, headers: http.OutgoingHttpHeaders = {}): Promise<{ status: number; body: string }> {
+function get(
+  agent: https.Agent,
+  host: string,
+  port: number,
+  pathname: string,
+  headers: http.OutgoingHttpHeaders = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = https.request({ host, port, path: pathname, agent, headers }, (res) => {
       const chunks: Buffer[] = [];
@@ -139,7 +181,10 @@ test('HTTPS to a credential host gets the header on every keep-alive request; th
     // One CONNECT carried all three: the agent kept the connection.
     assert.equal(p.audit.filter((e) => e.method === 'CONNECT').length, 1);
     const requests = p.audit.filter((e) => e.method === 'GET');
-    assert.deepEqual(requests.map((e) => e.path), ['/item/1', '/item/2', '/item/3']);
+    assert.deepEqual(
+      requests.map((e) => e.path),
+      ['/item/1', '/item/2', '/item/3'],
+    );
     assert.ok(requests.every((e) => e.decision === 'allowed' && /credential headers added \(authorization\)/.test(e.reason ?? '')));
     assert.ok(!JSON.stringify(p.audit).includes('unit-test-secret'), 'the secret is not in the audit log');
   } finally {
@@ -167,11 +212,14 @@ test('plain HTTP to a credential host gets the header too', async () => {
   const p = await startProxy();
   try {
     const r = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-      const req = http.request({ host: '127.0.0.1', port: p.port, path: `http://plain.test:${plainPort}/x`, headers: { host: `plain.test:${plainPort}` }, agent: false }, (res) => {
-        let body = '';
-        res.on('data', (c: Buffer) => (body += c.toString()));
-        res.on('end', () => resolve({ status: res.statusCode!, body }));
-      });
+      const req = http.request(
+        { host: '127.0.0.1', port: p.port, path: `http://plain.test:${plainPort}/x`, headers: { host: `plain.test:${plainPort}` }, agent: false },
+        (res) => {
+          let body = '';
+          res.on('data', (c: Buffer) => (body += c.toString()));
+          res.on('end', () => resolve({ status: res.statusCode!, body }));
+        },
+      );
       req.on('error', reject);
       req.end();
     });

@@ -23,7 +23,17 @@ import { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
 import type { Credential } from './credentials.js';
-import { MAX_AUDITED_PATH, checkHostHeader, forwardedRequestHeaders, forwardedResponseHeaders, Refusal, respondText, truncate, type EgressAudit, type Target } from './forwarding.js';
+import {
+  MAX_AUDITED_PATH,
+  checkHostHeader,
+  forwardedRequestHeaders,
+  forwardedResponseHeaders,
+  Refusal,
+  respondText,
+  truncate,
+  type EgressAudit,
+  type Target,
+} from './forwarding.js';
 
 export interface TerminatorOptions {
   log: Logger;
@@ -55,7 +65,6 @@ interface Session {
   busy: number;
   upstreamClosed: boolean;
 }
-
 
 export class TlsTerminator {
   private readonly server: http.Server;
@@ -113,7 +122,11 @@ export class TlsTerminator {
 
     // Not conn.unshift(): TLS over a net.Socket reads its handle directly and would miss the
     // ClientHello already taken from it.
-    const client = new tls.TLSSocket(new Prefixed(conn, t.firstBytes) as unknown as Socket, { isServer: true, secureContext: context, ALPNProtocols: ['http/1.1'] });
+    const client = new tls.TLSSocket(new Prefixed(conn, t.firstBytes) as unknown as Socket, {
+      isServer: true,
+      secureContext: context,
+      ALPNProtocols: ['http/1.1'],
+    });
     client.on('error', (err: NodeJS.ErrnoException) => {
       // Most often the client does not trust the sandbox's CA (a client with its own store).
       this.opts.log.info({ sandbox: t.sandboxId, host: target.host, err: err.code ?? err.message }, 'egress tls: client side failed');
@@ -192,7 +205,10 @@ export class TlsTerminator {
     const outgoing = http.request({ agent: session.agent, host: target.host, port: target.port, method, path, headers, setHost: false });
     outgoing.on('error', (err: NodeJS.ErrnoException) => {
       const reason = `upstream ${target.host}:${target.port} failed: ${err.code ?? err.message}`;
-      this.opts.log.info({ sandbox: session.sandboxId, host: target.host, port: target.port, err: err.code ?? err.message }, 'egress tls: upstream request failed');
+      this.opts.log.info(
+        { sandbox: session.sandboxId, host: target.host, port: target.port, err: err.code ?? err.message },
+        'egress tls: upstream request failed',
+      );
       if (res.headersSent) res.destroy();
       else {
         res.setHeader('Connection', 'close');

@@ -19,9 +19,13 @@ export function upstreamTrust(extraCaFile?: string): string[] {
     try {
       extra = readFileSync(extraCaFile, 'utf8');
     } catch (err) {
-      throw new WarrenError('invalid_argument', `WARREN_EGRESS_UPSTREAM_CA: cannot read ${extraCaFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new WarrenError(
+        'invalid_argument',
+        `WARREN_EGRESS_UPSTREAM_CA: cannot read ${extraCaFile}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`,
+      );
     }
-    if (!extra.includes('-----BEGIN CERTIFICATE-----')) throw new WarrenError('invalid_argument', `WARREN_EGRESS_UPSTREAM_CA: ${extraCaFile} holds no PEM certificate`);
+    if (!extra.includes('-----BEGIN CERTIFICATE-----'))
+      throw new WarrenError('invalid_argument', `WARREN_EGRESS_UPSTREAM_CA: ${extraCaFile} holds no PEM certificate`);
     cas.push(extra);
   }
   return cas;

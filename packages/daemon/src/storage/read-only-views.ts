@@ -79,7 +79,10 @@ function mountCommand(args: string[]): void {
     execFileSync('mount', args, { stdio: ['ignore', 'ignore', 'pipe'] });
   } catch (err) {
     const stderr = (err as { stderr?: Buffer }).stderr?.toString().trim();
-    throw new WarrenError('failed_precondition', `cannot make the read-only view ${args.at(-1) ?? ''} (mount ${args.join(' ')}): ${stderr || (err as Error).message}; the daemon must run as root`);
+    throw new WarrenError(
+      'failed_precondition',
+      `cannot make the read-only view ${args.at(-1) ?? ''} (mount ${args.join(' ')}): ${stderr || (err as Error).message}; the daemon must run as root`,
+    );
   }
 }
 

@@ -50,17 +50,28 @@ function viewPairs(layout: HostFilesLayout): Array<{ source: string; target: str
  */
 export function inspectHostViews(layout: HostFilesLayout): ViewStatus[] {
   const table = readMountTable();
-  const fixed = viewPairs(layout).map(({ source, target }) => (existsSync(source) ? inspectView(source, target, table) : { source, target, ok: false, detail: `${source} does not exist` }));
+  const fixed = viewPairs(layout).map(({ source, target }) =>
+    existsSync(source) ? inspectView(source, target, table) : { source, target, ok: false, detail: `${source} does not exist` },
+  );
   const known = new Set(fixed.map((v) => v.target));
   const others = table
     .filter((m) => m.target.startsWith(`${layout.viewsDir}/`) && !known.has(m.target))
-    .map((m) => ({ source: '(a templates directory)', target: m.target, ok: m.options.includes('ro'), detail: m.options.includes('ro') ? 'read-only bind mount' : 'mounted read-write' }));
+    .map((m) => ({
+      source: '(a templates directory)',
+      target: m.target,
+      ok: m.options.includes('ro'),
+      detail: m.options.includes('ro') ? 'read-only bind mount' : 'mounted read-write',
+    }));
   return [...fixed, ...others];
 }
 
 /** Unmounts a home's views; for whoever removes the home itself. */
 export function removeHostViews(viewsDir: string): void {
-  const targets = new Set(readMountTable().filter((m) => m.target.startsWith(`${viewsDir}/`)).map((m) => m.target));
+  const targets = new Set(
+    readMountTable()
+      .filter((m) => m.target.startsWith(`${viewsDir}/`))
+      .map((m) => m.target),
+  );
   for (const target of targets) removeView(target);
 }
 

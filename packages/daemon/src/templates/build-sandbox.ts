@@ -43,7 +43,9 @@ export function buildRunsc(binary: string, root: string): Runsc {
 
 export async function runBuildCommand(runsc: Runsc, cmd: BuildCommand): Promise<BuildCommandResult> {
   await writeFile(path.join(cmd.bundleDir, 'config.json'), JSON.stringify(buildSpec(cmd), null, 1));
-  const child = runsc.spawn(['run', '--bundle', cmd.bundleDir, cmd.containerId], ['--network', 'host', '--overlay2', 'none'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = runsc.spawn(['run', '--bundle', cmd.bundleDir, cmd.containerId], ['--network', 'host', '--overlay2', 'none'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const tail: string[] = [];
   const out = new LineSplitter((l) => cmd.onLine('stdout', l), tail);
   const err = new LineSplitter((l) => cmd.onLine('stderr', l), tail);

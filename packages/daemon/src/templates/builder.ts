@@ -160,7 +160,10 @@ export class TemplateBuilder {
         await this.fsStep(plan, s, s.step!, lowers, staging, onLine, signal);
       }
       // env, workdir and user steps have no fs/: their layer only marks the key as built.
-      await writeFile(path.join(layer, 'layer.json'), JSON.stringify({ key: s.key, step: s.step ?? { from: plan.from }, builtAt: new Date().toISOString() }) + '\n');
+      await writeFile(
+        path.join(layer, 'layer.json'),
+        `${JSON.stringify({ key: s.key, step: s.step ?? { from: plan.from }, builtAt: new Date().toISOString() })}\n`,
+      );
       try {
         await rename(layer, this.layerDir(s.key));
       } catch (err) {
@@ -173,7 +176,13 @@ export class TemplateBuilder {
     }
   }
 
-  private async debootstrapStep(plan: BuildPlan, s: PlannedStep, staging: Staging, onLine: (stream: 'stdout' | 'stderr', line: string) => void, signal: AbortSignal): Promise<void> {
+  private async debootstrapStep(
+    plan: BuildPlan,
+    s: PlannedStep,
+    staging: Staging,
+    onLine: (stream: 'stdout' | 'stderr', line: string) => void,
+    signal: AbortSignal,
+  ): Promise<void> {
     if (plan.base.kind !== 'debian') return;
     const r = await debootstrap({ target: staging.path('layer', 'fs'), include: plan.base.include, onLine, onSpawn: (pid) => staging.addChild(pid), signal });
     if (r.aborted) throw cancelled();
@@ -191,7 +200,13 @@ export class TemplateBuilder {
   ): Promise<void> {
     const merged = staging.path('rootfs');
     await Promise.all([mkdir(staging.path('layer', 'fs')), mkdir(staging.path('work')), mkdir(merged), mkdir(staging.path('bundle'))]);
-    await mountOverlay({ lower: [...lowers].reverse(), upper: staging.path('layer', 'fs'), work: staging.path('work'), target: merged, cwdDir: this.opts.templatesDir });
+    await mountOverlay({
+      lower: [...lowers].reverse(),
+      upper: staging.path('layer', 'fs'),
+      work: staging.path('work'),
+      target: merged,
+      cwdDir: this.opts.templatesDir,
+    });
     try {
       if (step.type === 'copy') {
         const owner = await lookupOwner(merged, step.owner ?? 'root').catch((err: Error) => {
@@ -267,10 +282,12 @@ export class TemplateBuilder {
 
   private async commitVersion(plan: BuildPlan, lowers: string[], note: (line: string) => void, early?: EarlyFlatten): Promise<void> {
     const versionDir = path.join(this.opts.templatesDir, plan.name, plan.version);
-    const ready = early ? await early.done.catch((err: Error) => {
-      this.opts.log.warn({ template: plan.name, err: err.message }, 'flattening the lower layers during the last step failed; flattening all layers now');
-      return undefined;
-    }) : undefined;
+    const ready = early
+      ? await early.done.catch((err: Error) => {
+          this.opts.log.warn({ template: plan.name, err: err.message }, 'flattening the lower layers during the last step failed; flattening all layers now');
+          return undefined;
+        })
+      : undefined;
     if (this.versionBuilt(plan)) {
       await ready?.remove();
       note(`version ${plan.version} is already built`);
@@ -283,11 +300,17 @@ export class TemplateBuilder {
         // Only what the last step changed is left to apply.
         const top = lowers.slice(early!.layers.length);
         if (top.length > 1) throw new WarrenError('internal', `early flatten covered ${early!.layers.length} of ${lowers.length} layers`);
-        const counts = top.length ? await applyTop({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir }) : undefined;
-        note(`assembled rootfs from ${lowers.length} layers (the lower ${early!.layers.length} while the last step ran): ${counts?.files ?? 0} files and ${counts?.dirs ?? 0} dirs of the last layer applied in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+        const counts = top.length
+          ? await applyTop({ layers: lowers, mergedDir: staging.path('merged'), dest: staging.path('version', 'rootfs'), cwdDir: this.opts.templatesDir })
+          : undefined;
+        note(
+          `assembled rootfs from ${lowers.length} layers (the lower ${early!.layers.length} while the last step ran): ${counts?.files ?? 0} files and ${counts?.dirs ?? 0} dirs of the last layer applied in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
+        );
       } else {
         const counts = await this.flattenInto(staging, lowers);
-        note(`assembled rootfs from ${lowers.length} layers: ${counts.trees} directory trees linked whole, ${counts.files} files and ${counts.dirs} dirs one by one, in ${((Date.now() - t0) / 1000).toFixed(1)}s`);
+        note(
+          `assembled rootfs from ${lowers.length} layers: ${counts.trees} directory trees linked whole, ${counts.files} files and ${counts.dirs} dirs one by one, in ${((Date.now() - t0) / 1000).toFixed(1)}s`,
+        );
       }
       const manifest: TemplateManifest = {
         name: plan.name,
@@ -303,7 +326,7 @@ export class TemplateBuilder {
         // Every step but a template `from` left a layer dir (env and the like only a marker).
         layers: plan.steps.filter((s) => !(s.kind === 'from' && plan.base.kind === 'template')).map((s) => path.basename(this.layerDir(s.key))),
       };
-      await writeFile(staging.path('version', 'manifest.json'), JSON.stringify(manifest, null, 2) + '\n');
+      await writeFile(staging.path('version', 'manifest.json'), `${JSON.stringify(manifest, null, 2)}\n`);
       await mkdir(path.dirname(versionDir), { recursive: true, mode: 0o755 });
       try {
         await rename(staging.path('version'), versionDir);
@@ -328,8 +351,13 @@ export class TemplateBuilder {
 function stepFailed(s: PlannedStep, total: number, exitCode: number | null, tail: string[]): WarrenError {
   const why = exitCode === null ? 'failed' : `failed with exit code ${exitCode}`;
   const output = tail.join('\n');
-  const last = tail.filter((l) => l.trim()).slice(-3).join(' | ');
-  return new WarrenError('failed_precondition', `step ${s.number}/${total} (${s.description}) ${why}${last ? `: ${last}` : ''}`, { details: { step: s.number, exitCode, output } });
+  const last = tail
+    .filter((l) => l.trim())
+    .slice(-3)
+    .join(' | ');
+  return new WarrenError('failed_precondition', `step ${s.number}/${total} (${s.description}) ${why}${last ? `: ${last}` : ''}`, {
+    details: { step: s.number, exitCode, output },
+  });
 }
 
 function cancelled(): WarrenError {
@@ -337,5 +365,5 @@ function cancelled(): WarrenError {
 }
 
 function shellQuote(s: string): string {
-  return /^[A-Za-z0-9_.+:=\/-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+  return /^[A-Za-z0-9_.+:=/-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
 }

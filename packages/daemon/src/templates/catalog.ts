@@ -80,9 +80,13 @@ export class TemplateCatalog {
     const t = this.find(name);
     if (t) return t;
     const available = this.list().map((x) => x.name);
-    throw new WarrenError('not_found', `unknown template '${name}'; available: ${available.length ? available.join(', ') : 'none (run scripts/setup.sh to build base)'}`, {
-      details: { available },
-    });
+    throw new WarrenError(
+      'not_found',
+      `unknown template '${name}'; available: ${available.length ? available.join(', ') : 'none (run scripts/setup.sh to build base)'}`,
+      {
+        details: { available },
+      },
+    );
   }
 
   private readManifest(versionDir: string): Partial<TemplateManifest> {

@@ -88,7 +88,7 @@ async function copyChildren(srcDir: string, targetDir: string, root: string, own
     if (st.isDirectory()) {
       const existing = await lstat(target).catch(() => undefined);
       // A symlinked directory in the template is followed, within the template's root.
-      if (existing?.isSymbolicLink()) target = await resolveInRoot(root, '/' + path.relative(root, target), true);
+      if (existing?.isSymbolicLink()) target = await resolveInRoot(root, `/${path.relative(root, target)}`, true);
       await ensureDir(target, st, owner);
       n += 1 + (await copyChildren(src, target, root, owner));
     } else {
@@ -123,4 +123,3 @@ async function copyLeaf(src: string, st: Stats, target: string, owner: CopyOwner
   await chmod(target, st.mode & 0o7777);
   await utimes(target, st.atime, st.mtime);
 }
-

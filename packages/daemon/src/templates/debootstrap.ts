@@ -16,7 +16,11 @@ export const DEBIAN_SUITE = 'bookworm';
 export function debianMirror(): string {
   if (process.env.WARREN_DEBIAN_MIRROR) return process.env.WARREN_DEBIAN_MIRROR;
   const dir = '/etc/apt/sources.list.d';
-  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.sources')).sort() : [];
+  const files = existsSync(dir)
+    ? readdirSync(dir)
+        .filter((f) => f.endsWith('.sources'))
+        .sort()
+    : [];
   for (const f of files) {
     const text = readFileSync(path.join(dir, f), 'utf8');
     // deb822 stanzas are separated by blank lines.

@@ -136,7 +136,10 @@ async function walk(merged: string, candidates: string[], rel: string, dest: str
   const [entries, layerEntries] = await Promise.all([
     readdir(path.join(merged, rel), { withFileTypes: true }),
     Promise.all(
-      candidates.map(async (layer) => ({ layer, names: new Map((await readdir(path.join(layer, rel), { withFileTypes: true })).map((d) => [d.name, d] as const)) })),
+      candidates.map(async (layer) => ({
+        layer,
+        names: new Map((await readdir(path.join(layer, rel), { withFileTypes: true })).map((d) => [d.name, d] as const)),
+      })),
     ),
   ]);
   // Directories only one layer has, by layer: linked whole, one cp per layer.

@@ -6,9 +6,8 @@
  */
 import { mkdirSync } from 'node:fs';
 import { pino, type Logger } from 'pino';
-import { BuildTemplateRequest, type TemplateBuildEvent } from '@warren/protocol';
+import { BuildTemplateRequest, validationError, type TemplateBuildEvent } from '@warren/protocol';
 import { layout, resolveConfig } from '../config.js';
-import { validationError } from '../api/errors.js';
 import { TemplateBuilder } from './builder.js';
 import { SandboxHostFiles } from '../storage/sandbox-host-files.js';
 import { publicTemplateInfo, TemplateCatalog, type TemplateInfo } from './catalog.js';
@@ -32,7 +31,14 @@ export async function buildTemplateLocally(request: unknown, opts: LocalBuildOpt
   const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
   const log = opts.log ?? pino({ name: 'warren-build', level: 'warn' }, pino.destination(2));
   const catalog = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
-  const builder = new TemplateBuilder({ templatesDir: config.templatesDir, runscBinary: config.runscBinary, runscRoot: paths.runscRoot, hostFiles, catalog, log });
+  const builder = new TemplateBuilder({
+    templatesDir: config.templatesDir,
+    runscBinary: config.runscBinary,
+    runscRoot: paths.runscRoot,
+    hostFiles,
+    catalog,
+    log,
+  });
   await builder.recover();
   const plan = await planBuild(parsed.data, catalog);
   return publicTemplateInfo(await builder.build(plan, opts.emit, opts.signal));

@@ -42,7 +42,9 @@ export async function mountOverlay(m: OverlayMount): Promise<void> {
   try {
     await execFileP('mount', ['-t', 'overlay', 'overlay', '-o', options, m.target], { cwd: m.cwdDir });
   } catch (err) {
-    throw new WarrenError('internal', 'cannot mount the overlay of a build step', { cause: `${m.target}: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}` });
+    throw new WarrenError('internal', 'cannot mount the overlay of a build step', {
+      cause: `${m.target}: ${((err as { stderr?: string }).stderr || (err as Error).message).trim()}`,
+    });
   }
 }
 
@@ -66,7 +68,7 @@ export async function unmount(target: string): Promise<void> {
 /** Mount points at or below dir, deepest first (the order to unmount them in). */
 export async function mountsUnder(dir: string): Promise<string[]> {
   const text = await readFile('/proc/self/mountinfo', 'utf8');
-  const prefix = dir.endsWith('/') ? dir : dir + '/';
+  const prefix = dir.endsWith('/') ? dir : `${dir}/`;
   const points = text
     .split('\n')
     .filter(Boolean)

@@ -29,24 +29,37 @@ const steps: RecipeStep[] = [
 test('a step key changes with that step and everything before it, never with later steps', async () => {
   const { dir, catalog, ctx } = fixture();
   try {
-    const withCtx = (s: RecipeStep[], extra: object = {}) => planBuild({ ...Recipe.parse({ name: 't', from: 'base', steps: s, ...extra }), contextDir: ctx }, catalog);
+    const withCtx = (s: RecipeStep[], extra: object = {}) =>
+      planBuild({ ...Recipe.parse({ name: 't', from: 'base', steps: s, ...extra }), contextDir: ctx }, catalog);
     const a = await withCtx(steps);
     const b = await withCtx([...steps.slice(0, 3), { type: 'run', cmd: 'echo changed' }]);
-    assert.deepEqual(a.steps.slice(0, 4).map((s) => s.key), b.steps.slice(0, 4).map((s) => s.key));
+    assert.deepEqual(
+      a.steps.slice(0, 4).map((s) => s.key),
+      b.steps.slice(0, 4).map((s) => s.key),
+    );
     const [aLast, bLast] = [a.steps[4], b.steps[4]];
     assert.ok(aLast && bLast);
     assert.notEqual(aLast.key, bLast.key);
 
     writeFileSync(path.join(ctx, 'f.txt'), 'two');
     const c = await withCtx(steps);
-    assert.deepEqual(c.steps.slice(0, 2).map((s) => s.key), a.steps.slice(0, 2).map((s) => s.key));
-    assert.ok(c.steps.slice(2).every((s, i) => s.key !== a.steps[i + 2]?.key), 'copy and later steps change with the copied bytes');
+    assert.deepEqual(
+      c.steps.slice(0, 2).map((s) => s.key),
+      a.steps.slice(0, 2).map((s) => s.key),
+    );
+    assert.ok(
+      c.steps.slice(2).every((s, i) => s.key !== a.steps[i + 2]?.key),
+      'copy and later steps change with the copied bytes',
+    );
 
     // Names are not hashed; start/ready change the version but no step key.
     const renamed = await planBuild({ ...Recipe.parse({ name: 'other', from: 'base', steps }), contextDir: ctx }, catalog);
     assert.equal(renamed.version, c.version);
     const started = await withCtx(steps, { start: { cmd: 'sleep 1' } });
-    assert.deepEqual(started.steps.map((s) => s.key), c.steps.map((s) => s.key));
+    assert.deepEqual(
+      started.steps.map((s) => s.key),
+      c.steps.map((s) => s.key),
+    );
     assert.notEqual(started.version, c.version);
 
     // Runtime defaults are inherited from the base and carried through the steps.
@@ -63,9 +76,18 @@ test('plan refuses unknown bases and copy sources that are missing or outside th
   const { dir, catalog, ctx } = fixture();
   try {
     await assert.rejects(planBuild(Recipe.parse({ name: 't', from: 'nope' }), catalog), /from: unknown template 'nope' \(installed: base/);
-    await assert.rejects(planBuild({ ...Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: 'x', dest: '/x' }] }), contextDir: ctx }, catalog), /steps\.0\.src: 'x' does not exist/);
-    await assert.rejects(planBuild({ ...Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: '../ctx2', dest: '/x' }] }), contextDir: ctx }, catalog), /outside the build context/);
-    await assert.rejects(planBuild(Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: 'f.txt', dest: '/x' }] }), catalog), /contextDir: required/);
+    await assert.rejects(
+      planBuild({ ...Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: 'x', dest: '/x' }] }), contextDir: ctx }, catalog),
+      /steps\.0\.src: 'x' does not exist/,
+    );
+    await assert.rejects(
+      planBuild({ ...Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: '../ctx2', dest: '/x' }] }), contextDir: ctx }, catalog),
+      /outside the build context/,
+    );
+    await assert.rejects(
+      planBuild(Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: 'f.txt', dest: '/x' }] }), catalog),
+      /contextDir: required/,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

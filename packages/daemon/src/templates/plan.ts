@@ -7,7 +7,15 @@
  */
 import { lstat, stat } from 'node:fs/promises';
 import path from 'node:path';
-import { DEBIAN_BASE, WarrenError, type RecipeStep, type RecipeStepType, type ResolvedRecipe, type StartCommand, type TemplateManifest } from '@warren/protocol';
+import {
+  DEBIAN_BASE,
+  WarrenError,
+  type RecipeStep,
+  type RecipeStepType,
+  type ResolvedRecipe,
+  type StartCommand,
+  type TemplateManifest,
+} from '@warren/protocol';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import { canonicalJson, hashSource, sha256 } from './hashing.js';
 
@@ -59,7 +67,10 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
     const template = catalog.find(recipe.from);
     if (!template) {
       const installed = catalog.list().map((t) => t.name);
-      throw new WarrenError('invalid_argument', `from: unknown template '${recipe.from}' (installed: ${installed.join(', ') || 'none'}; or use '${DEBIAN_BASE}')`);
+      throw new WarrenError(
+        'invalid_argument',
+        `from: unknown template '${recipe.from}' (installed: ${installed.join(', ') || 'none'}; or use '${DEBIAN_BASE}')`,
+      );
     }
     base = { kind: 'template', template };
     context = { env: { ...template.env }, workdir: template.workdir, user: template.user };
@@ -96,7 +107,7 @@ function apply(ctx: StepContext, step: RecipeStep): StepContext {
 export function describe(step: RecipeStep): string {
   const short = (s: string, n = 60) => {
     const one = s.replace(/\s+/g, ' ').trim();
-    return one.length > n ? one.slice(0, n - 3) + '...' : one;
+    return one.length > n ? `${one.slice(0, n - 3)}...` : one;
   };
   switch (step.type) {
     case 'apt':
@@ -106,7 +117,11 @@ export function describe(step: RecipeStep): string {
     case 'copy':
       return `copy ${step.src} -> ${step.dest}${step.owner ? ` (owner ${step.owner})` : ''}`;
     case 'env':
-      return `env ${short(Object.entries(step.env).map(([k, v]) => `${k}=${v}`).join(' '))}`;
+      return `env ${short(
+        Object.entries(step.env)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' '),
+      )}`;
     case 'workdir':
       return `workdir ${step.path}`;
     case 'user':

@@ -46,7 +46,9 @@ async function refuseWhileBuilding(buildRoot: string, sofar: string): Promise<vo
   const builders = await liveBuilders(buildRoot);
   if (!builders.length) return;
   const who = new Set(builders.map((pid) => (pid === process.pid ? 'this daemon' : pid === 0 ? 'a build that is starting' : `process ${pid}`)));
-  throw new WarrenError('conflict', `a template build is running (${[...who].join(', ')}); prune the build cache when it has finished${sofar}`, { details: { builders } });
+  throw new WarrenError('conflict', `a template build is running (${[...who].join(', ')}); prune the build cache when it has finished${sofar}`, {
+    details: { builders },
+  });
 }
 
 /** Allocated bytes under dir that go when it is deleted: files with no other hard link, and dirs. */

@@ -9,7 +9,7 @@ import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult } from '@warren/protocol';
+import { type BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult } from '@warren/protocol';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import type { BuildEmitter, TemplateBuilder } from './builder.js';
 import { planBuild, type BuildPlan } from './plan.js';

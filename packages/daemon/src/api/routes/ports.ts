@@ -9,7 +9,16 @@ import { Hono } from 'hono';
 import { PortUrlRequest, WarrenError, type PortUrl } from '@warren/protocol';
 import type { Registry } from '../../core/registry.js';
 import type { SandboxService } from '../../core/sandboxes.js';
-import { forwardHttp, forwardUpgrade, parsePortHost, pathWithoutToken, portUrl, PORT_TOKEN_COOKIE, PORT_TOKEN_PARAM, type PortTokens } from '../../network/ports.js';
+import {
+  forwardHttp,
+  forwardUpgrade,
+  parsePortHost,
+  pathWithoutToken,
+  portUrl,
+  PORT_TOKEN_COOKIE,
+  PORT_TOKEN_PARAM,
+  type PortTokens,
+} from '../../network/ports.js';
 import { apiKeyId, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
@@ -67,7 +76,10 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
       socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
     };
     const target = parsePortHost(req.headers.host);
-    if (!target) return refuse('404 Not Found');
+    if (!target) {
+      refuse('404 Not Found');
+      return;
+    }
     const url = new URL(req.url ?? '/', `http://${req.headers.host}`);
     void (async () => {
       try {
@@ -88,7 +100,8 @@ export function portRoutes(deps: PortDeps): Hono<AuthVars> {
   app.post('/:id/ports/:port/url', async (c) => {
     const id = c.req.param('id');
     const port = Number(c.req.param('port'));
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new WarrenError('invalid_argument', `port must be an integer from 1 to 65535 (got ${c.req.param('port')})`);
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new WarrenError('invalid_argument', `port must be an integer from 1 to 65535 (got ${c.req.param('port')})`);
     const { expiresInSeconds } = parse(PortUrlRequest, await jsonBody(c));
     deps.sandboxes.get(id); // 404 for unknown sandboxes
     const expiresAt = Date.now() + expiresInSeconds * 1000;

@@ -1,6 +1,16 @@
 /** /v1/sandboxes: create, list, get, kill, ttl, hibernate, resume, fork, snapshot. */
 import { Hono } from 'hono';
-import { CreateSandboxRequest, CreateSnapshotRequest, ForkRequest, NetworkPolicy, SandboxStates, SetTtlRequest, WarrenError, type EgressList, type SandboxState } from '@warren/protocol';
+import {
+  CreateSandboxRequest,
+  CreateSnapshotRequest,
+  ForkRequest,
+  NetworkPolicy,
+  SandboxStates,
+  SetTtlRequest,
+  WarrenError,
+  type EgressList,
+  type SandboxState,
+} from '@warren/protocol';
 import type { EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { SnapshotService } from '../../core/snapshots.js';

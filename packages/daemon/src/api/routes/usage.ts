@@ -17,7 +17,9 @@ export function usageRoutes(meter: UsageMeter): Hono<AuthVars> {
     const until = q.until ? Date.parse(q.until) : now;
     const since = q.since ? Date.parse(q.since) : until - DEFAULT_USAGE_WINDOW_MS;
     if (since > until) {
-      throw new WarrenError('invalid_argument', `since (${new Date(since).toISOString()}) is after until (${new Date(until).toISOString()})`, { details: { since: q.since, until: q.until } });
+      throw new WarrenError('invalid_argument', `since (${new Date(since).toISOString()}) is after until (${new Date(until).toISOString()})`, {
+        details: { since: q.since, until: q.until },
+      });
     }
     return c.json(meter.report({ since, until, apiKeyId: q.apiKey }, now));
   });

@@ -33,19 +33,53 @@ export function metricsText(pool: WarmPool, liveSandboxes: number): string {
   const pools = pool.all();
   const by = (f: (p: (typeof pools)[number]) => number): Array<[string, number]> => pools.map((p) => [`{template="${p.template}"}`, f(p)]);
   metric('warren_sandboxes', 'gauge', 'Sandboxes that are not dead.', [['', liveSandboxes]]);
-  metric('warren_pool_size', 'gauge', 'Configured warm pool size.', by((p) => p.size));
-  metric('warren_pool_ready', 'gauge', 'Pooled sandboxes ready to be claimed.', by((p) => p.ready));
-  metric('warren_pool_hits_total', 'counter', 'Creates served from the warm pool.', by((p) => p.hits));
-  metric('warren_pool_misses_total', 'counter', 'Creates that found the pool empty.', by((p) => p.misses));
-  metric('warren_pool_reclaimed_total', 'counter', 'Pooled sandboxes destroyed because host memory ran low.', by((p) => p.reclaimed));
-  metric('warren_pool_boot_failures_total', 'counter', 'Pool refills that failed.', by((p) => p.bootFailures));
+  metric(
+    'warren_pool_size',
+    'gauge',
+    'Configured warm pool size.',
+    by((p) => p.size),
+  );
+  metric(
+    'warren_pool_ready',
+    'gauge',
+    'Pooled sandboxes ready to be claimed.',
+    by((p) => p.ready),
+  );
+  metric(
+    'warren_pool_hits_total',
+    'counter',
+    'Creates served from the warm pool.',
+    by((p) => p.hits),
+  );
+  metric(
+    'warren_pool_misses_total',
+    'counter',
+    'Creates that found the pool empty.',
+    by((p) => p.misses),
+  );
+  metric(
+    'warren_pool_reclaimed_total',
+    'counter',
+    'Pooled sandboxes destroyed because host memory ran low.',
+    by((p) => p.reclaimed),
+  );
+  metric(
+    'warren_pool_boot_failures_total',
+    'counter',
+    'Pool refills that failed.',
+    by((p) => p.bootFailures),
+  );
   const quantiles: Array<[string, number]> = [];
   for (const p of pools) {
     if (!p.claimMs) continue;
-    for (const [q, v] of [['0.5', p.claimMs.p50], ['0.95', p.claimMs.p95], ['0.99', p.claimMs.p99]] as const) {
+    for (const [q, v] of [
+      ['0.5', p.claimMs.p50],
+      ['0.95', p.claimMs.p95],
+      ['0.99', p.claimMs.p99],
+    ] as const) {
       quantiles.push([`{template="${p.template}",quantile="${q}"}`, v / 1000]);
     }
   }
   metric('warren_pool_claim_seconds', 'summary', 'Create latency of pool hits, request to ready.', quantiles);
-  return lines.join('\n') + '\n';
+  return `${lines.join('\n')}\n`;
 }

@@ -6,7 +6,22 @@ import { readFile, rmdir, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
-const CONTROLLERS = ['memory', 'pids', 'cpu,cpuacct', 'cpu', 'cpuacct', 'cpuset', 'blkio', 'devices', 'freezer', 'net_cls,net_prio', 'perf_event', 'hugetlb', 'systemd', 'unified'];
+const CONTROLLERS = [
+  'memory',
+  'pids',
+  'cpu,cpuacct',
+  'cpu',
+  'cpuacct',
+  'cpuset',
+  'blkio',
+  'devices',
+  'freezer',
+  'net_cls,net_prio',
+  'perf_event',
+  'hugetlb',
+  'systemd',
+  'unified',
+];
 
 function dir(controller: string, parent: string, id: string): string {
   return path.join(CGROUP_ROOT, controller, parent, id);

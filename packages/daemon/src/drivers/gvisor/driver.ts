@@ -257,7 +257,9 @@ export class GvisorDriver implements SandboxDriver {
       child.stderr?.destroy();
       throw new WarrenError('internal', `runsc could not start sandbox ${spec.id}`, { cause: lastLines(runscStderr) });
     }
-    child.stderr!.on('data', (chunk: Buffer) => this.opts.log.warn({ sandbox: this.ownerOf(spec.id) ?? spec.id, agentStderr: chunk.toString('utf8').trimEnd() }, 'agent stderr'));
+    child.stderr!.on('data', (chunk: Buffer) =>
+      this.opts.log.warn({ sandbox: this.ownerOf(spec.id) ?? spec.id, agentStderr: chunk.toString('utf8').trimEnd() }, 'agent stderr'),
+    );
     return {
       fromGuest: child.stdout!,
       toGuest,

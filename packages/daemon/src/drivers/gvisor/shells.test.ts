@@ -70,7 +70,11 @@ test('shells: beyond maxShapes the least recently wanted shape loses its shells;
   s.want('A'); // A is now the more recent one
   s.want('C');
   await sleep(300);
-  assert.deepEqual(discarded.map((d) => d.id), ['shell-2'], 'B was the least recently wanted');
+  assert.deepEqual(
+    discarded.map((d) => d.id),
+    ['shell-2'],
+    'B was the least recently wanted',
+  );
   assert.match(discarded[0]?.why ?? '', /more recently restored/);
   assert.equal(s.count(), 2);
   await s.close();

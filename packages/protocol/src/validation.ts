@@ -4,7 +4,8 @@
  * can fix the request without reading the schema.
  */
 import type { z } from 'zod';
-import { BOUND_PARAM } from '@warren/protocol';
+import { BOUND_PARAM } from './api.js';
+import { WarrenError } from './errors.js';
 
 type Issue = z.core.$ZodIssue;
 
@@ -95,4 +96,16 @@ function article(type: string): string {
 
 function truncate(s: string): string {
   return s.length > MAX_SEGMENT_CHARS ? `${s.slice(0, MAX_SEGMENT_CHARS)}…` : s;
+}
+
+export function validationError(error: z.ZodError): WarrenError {
+  const issues = error.issues.map(issueText);
+  return new WarrenError('invalid_argument', issuesText(error.issues), { details: { issues } });
+}
+
+export function parse<T extends z.ZodTypeAny>(schema: T, input: unknown): z.output<T> {
+  // reportInput: the message says what was given ("got 0.001"); it never leaves this module.
+  const r = schema.safeParse(input, { reportInput: true });
+  if (!r.success) throw validationError(r.error);
+  return r.data;
 }
