@@ -8,8 +8,9 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { truncateSync } from 'node:fs';
 import path from 'node:path';
-import { Snapshots, Template, TemplateBuildError } from '@warren/sdk';
-import { TEMPLATES, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { spawnSync } from 'node:child_process';
+import { Snapshots, Template, TemplateBuildError, getDaemonLogs } from '@warren/sdk';
+import { REPO, TEMPLATES, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 180_000 };
 let d: DaemonHandle | undefined;
@@ -62,6 +63,19 @@ test('errors: a runsc failure answers 500 with a request id and no runsc output 
     assert.equal(logged.path, '/v1/sandboxes');
     assert.match(logged.err, /^runsc could not start sandbox sb-[a-z0-9]+: ./);
     assert.ok(logged.err.length > body.error.message.length + 10, `the log has no more than the body: ${logged.err}`);
+    // The same line through the API, as an operator without the daemon's stdout reads it.
+    const viaApi = await getDaemonLogs({ requestId: id }, d!.conn);
+    assert.deepEqual(
+      viaApi.entries.map((e) => [e.msg, e.err]),
+      [['request failed', logged.err]],
+    );
+    const cli = spawnSync(path.join(REPO, 'bin/warren'), ['logs', '--request', id], {
+      encoding: 'utf8',
+      env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+    });
+    assert.equal(cli.status, 0, cli.stderr);
+    assert.match(cli.stdout, new RegExp(`^\\S+Z ERROR request failed requestId=${id} .*err=runsc could not start sandbox sb-[a-z0-9]+: .+`));
+    assert.match(cli.stdout, /\n {2}stack:\n {4}\S/);
     // The SDK names the request in its error, so a user can hand the id to the operator.
     await assert.rejects(d!.create({ snapshot: snap.id }), (e: Error) => e.message.includes('(request ') && !e.message.includes(d!.home));
     await Snapshots.delete(snap.id, d!.conn);
@@ -81,6 +95,26 @@ test('errors: a failing template build step reports its step and output, and no 
   assert.match(err.message, /step 2\/2 .* failed with exit code 2/);
   assert.match(err.output ?? '', /about to fail/);
   assertNoHostPath(`${err.message}\n${err.output ?? ''}`);
+});
+
+test('errors: the log API refuses a bad query with what to fix, and finds nothing for an unknown request', T, async () => {
+  const bad = await fetch(`${d!.url}/v1/logs?requestId=a%20b&level=loud`, { headers: { authorization: `Bearer ${d!.apiKey}` } });
+  assert.equal(bad.status, 400);
+  const text = await bad.text();
+  assert.match(text, /requestId/);
+  assert.match(text, /level/);
+  const unknown = await fetch(`${d!.url}/v1/logs?request=x`, { headers: { authorization: `Bearer ${d!.apiKey}` } });
+  assert.equal(unknown.status, 400);
+  assert.match(await unknown.text(), /unknown query parameter request/);
+  assert.equal((await fetch(`${d!.url}/v1/logs`)).status, 401);
+  const none = await getDaemonLogs({ requestId: 'no-such-request' }, d!.conn);
+  assert.deepEqual(none, { entries: [], truncated: false });
+  // The daemon's own lines are there: it logged that it was listening.
+  const started = await getDaemonLogs({ level: 'info', limit: 10_000 }, d!.conn);
+  assert.ok(
+    started.entries.some((e) => e.msg === 'warren daemon listening'),
+    'the startup line is not in the log file',
+  );
 });
 
 test('errors: every response carries an X-Request-Id, also 4xx ones; a 4xx body has no request id', T, async () => {

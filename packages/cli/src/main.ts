@@ -5,6 +5,7 @@ import { copy } from './cp.js';
 import { doctor } from './doctor.js';
 import { registerTemplateCommands } from './template.js';
 import { registerWarmCommands } from './warm.js';
+import { registerLogCommands } from './logs.js';
 import { registerUsageCommands } from './usage.js';
 import { collect, keyValues, metadataText, positiveInt, positiveNumber, printJson, safe, sandboxRows } from './output.js';
 import { registerMachineCommands } from './machine.js';
@@ -216,6 +217,7 @@ registerMachineCommands(program);
 registerNetworkCommands(program);
 registerWarmCommands(program);
 registerUsageCommands(program);
+registerLogCommands(program);
 
 program.parseAsync(process.argv).catch((err: unknown) => {
   // The daemon's messages quote what callers and sandboxes sent (paths, keys, hosts).

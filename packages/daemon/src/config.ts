@@ -96,6 +96,8 @@ export function layout(home: string) {
     db: path.join(home, 'warren.db'),
     adminKey: path.join(home, 'admin.key'),
     lockSocket: path.join(home, 'daemon.sock'),
+    /** The daemon's structured log, searched by GET /v1/logs (rotated to warrend.log.1). */
+    logFile: path.join(home, 'warrend.log'),
     runscRoot: path.join(home, 'runsc'),
     sandboxes: path.join(home, 'sandboxes'),
     /** Containers created ahead for restores (drivers/gvisor/shells.ts). */

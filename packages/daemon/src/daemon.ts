@@ -33,6 +33,7 @@ import { SandboxHostFiles } from './storage/sandbox-host-files.js';
 import { TemplateCatalog } from './templates/catalog.js';
 import { TemplateBuilder } from './templates/builder.js';
 import { TemplateService } from './templates/service.js';
+import { LogFile } from './storage/log-file.js';
 import { acquireHomeLock } from './lock.js';
 
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -56,13 +57,17 @@ function findExecutable(name: string): string {
   throw new WarrenError('failed_precondition', `${name} not found in PATH; install runsc (scripts/setup.sh) or set WARREN_RUNSC`);
 }
 
-export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Logger = pino({ name: 'warrend' })): Promise<RunningDaemon> {
+export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promise<RunningDaemon> {
   const config = resolveConfig(overrides);
+  const paths = layout(config.home);
+  mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  // Logged to stdout for whoever runs the daemon, and to a file under home that the API
+  // searches by request id (GET /v1/logs, `warren logs --request ID`).
+  const logFile = new LogFile(paths.logFile);
+  const log = pino({ name: 'warrend' }, pino.multistream([{ stream: process.stdout }, { stream: logFile }]));
   // One stray promise must not take every sandbox's control plane down with it; the bug is
   // logged loudly instead, and sandboxes survive a daemon restart anyway.
   process.on('unhandledRejection', (err) => log.error({ err: err instanceof Error ? err.stack : String(err) }, 'BUG: unhandled promise rejection'));
-  const paths = layout(config.home);
-  mkdirSync(config.home, { recursive: true, mode: 0o700 });
   for (const dir of [paths.runscRoot, paths.sandboxes, paths.bakes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = await acquireHomeLock(paths.lockSocket, config.home);
 
@@ -169,6 +174,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
     egressLog,
     ports,
     log,
+    logFile,
     version: VERSION,
   });
   const server: ServerType = await new Promise((resolve) => {
@@ -207,6 +213,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}, log: Lo
       egressLog.flush();
       registry.close();
       await new Promise<void>((resolve) => lock.close(() => resolve()));
+      logFile.close();
     },
   };
 }

@@ -347,6 +347,44 @@ export type UsageQuery = z.input<typeof UsageQuery>;
 
 export const DEFAULT_USAGE_WINDOW_MS = 24 * 3600 * 1000;
 
+/** Log levels of the daemon's structured log, lowest first (pino's names). */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/**
+ * Query of GET /v1/logs: the daemon's own structured log, for an operator following up a
+ * request id from an error body. Newest entries last; `limit` keeps the newest ones.
+ */
+export const LogsQuery = z
+  .object({
+    requestId: z
+      .string()
+      .regex(/^[\w=-]{1,64}$/, 'must be a request id as the X-Request-Id header gives it')
+      .optional(),
+    level: z.enum(LOG_LEVELS).optional(),
+    since: isoInstant.optional(),
+    limit: z.coerce.number().int().min(1).max(10_000).optional(),
+  })
+  .strict();
+export type LogsQuery = z.input<typeof LogsQuery>;
+
+export const DEFAULT_LOGS_LIMIT = 200;
+
+/** One line of the daemon's log as pino wrote it: time (ms), level (number), msg, fields. */
+export interface LogEntry {
+  time: number;
+  level: number;
+  msg: string;
+  requestId?: string;
+  [field: string]: unknown;
+}
+
+export interface LogsResponse {
+  entries: LogEntry[];
+  /** True when more entries matched than `limit` (the oldest were left out). */
+  truncated: boolean;
+}
+
 /** Billable amounts in a window: allocated resources × seconds running (hibernated time is free). */
 export interface UsageTotals {
   activeSeconds: number;

@@ -12,3 +12,5 @@ export { getPool, setPoolSize, getBake, bake } from './warm.js';
 export type { PoolInfo, BakeInfo, BootKind } from '@warren/protocol';
 export { getUsage, type UsageOptions } from './usage.js';
 export type { UsageReport, UsageTotals, SandboxUsage, ApiKeyUsage, UsagePrices } from '@warren/protocol';
+export { getDaemonLogs, LOG_LEVELS, type LogsOptions } from './logs.js';
+export type { LogEntry, LogLevel, LogsResponse } from '@warren/protocol';

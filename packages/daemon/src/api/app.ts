@@ -26,6 +26,8 @@ import type { WarmPool } from '../core/pool.js';
 import type { Baker } from '../core/bake.js';
 import type { UsageMeter } from '../core/usage.js';
 import { usageRoutes } from './routes/usage.js';
+import { logRoutes } from './routes/logs.js';
+import type { LogFile } from '../storage/log-file.js';
 
 export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -43,6 +45,7 @@ export interface ApiDeps {
   egressLog: EgressLog;
   ports: PortDeps;
   log: Logger;
+  logFile: LogFile;
   version: string;
 }
 
@@ -78,6 +81,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
   app.route('/v1/sandboxes', portRoutes(deps.ports));
   app.route('/v1/usage', usageRoutes(deps.meter));
+  app.route('/v1/logs', logRoutes(deps.logFile));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   return app;
