@@ -27,7 +27,7 @@ import type { Baker } from '../core/bake.js';
 import type { UsageMeter } from '../core/usage.js';
 import { usageRoutes } from './routes/usage.js';
 
-export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
+const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
 export interface ApiDeps {
   registry: Registry;
