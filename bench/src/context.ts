@@ -248,10 +248,6 @@ export function runningSandboxes(): number {
   return n;
 }
 
-export function ms(start: number): number {
-  return performance.now() - start;
-}
-
 export function sleep(msec: number): Promise<void> {
   return new Promise((r) => setTimeout(r, msec));
 }

@@ -8,7 +8,7 @@ import type { Sandbox } from '@warren/sdk';
 import { GUEST_NODE } from './raw.js';
 
 const execFileP = promisify(execFile);
-export const SCRIPTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../scripts');
+const SCRIPTS = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../scripts');
 const IN_SANDBOX = '/tmp/warren-bench';
 
 export interface ScriptResult {

@@ -212,7 +212,7 @@ export class RawRunsc {
 }
 
 /** Allocated bytes of everything under dir (blocks, as `du` counts them). */
-export function allocatedBytes(dir: string): number {
+function allocatedBytes(dir: string): number {
   let total = 0;
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = path.join(dir, e.name);

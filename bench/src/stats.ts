@@ -1,6 +1,6 @@
 /** Percentiles, result rows, target checks and the printed report. */
 
-export type Unit = 'ms' | 'MB' | 'MiB/s';
+type Unit = 'ms' | 'MB' | 'MiB/s';
 
 export interface Row {
   /** Stable key other rows refer to as their baseline. */
@@ -36,7 +36,7 @@ export function percentile(values: number[], p: number): number {
   return lo + (hi - lo) * (rank - Math.floor(rank));
 }
 
-export interface Summary {
+interface Summary {
   n: number;
   p50: number;
   p95: number;
@@ -47,7 +47,7 @@ export interface Summary {
 }
 
 /** p95/p99 are the bad tail: high for times and sizes, low for throughput. */
-export function summarize(values: number[], higherIsBetter = false): Summary {
+function summarize(values: number[], higherIsBetter = false): Summary {
   const tail = (p: number) => percentile(values, higherIsBetter ? 100 - p : p);
   return {
     n: values.length,
@@ -137,6 +137,6 @@ export function fmt(v: number): string {
   return v.toFixed(2);
 }
 
-export function fmtRatio(v: number): string {
+function fmtRatio(v: number): string {
   return Number.isFinite(v) ? `${v.toFixed(2)}×` : 'n/a';
 }

@@ -43,8 +43,8 @@ export interface DaemonConfig {
   egressUpstreamCaFile?: string;
 }
 
-export const DEFAULT_PRICE_VCPU_HOUR = 0.054;
-export const DEFAULT_PRICE_GIB_HOUR = 0.0162;
+const DEFAULT_PRICE_VCPU_HOUR = 0.054;
+const DEFAULT_PRICE_GIB_HOUR = 0.0162;
 
 export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConfig {
   const env = process.env;

@@ -263,7 +263,7 @@ export class OutgoingStream {
   }
 }
 
-export function toWireError(err: unknown): { code: WarrenError['code']; message: string } {
+function toWireError(err: unknown): { code: WarrenError['code']; message: string } {
   if (err instanceof WarrenError) return { code: err.code, message: err.message };
   const e = err as NodeJS.ErrnoException;
   const path = e.path ? `: ${e.path}` : '';

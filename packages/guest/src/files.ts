@@ -39,7 +39,7 @@ function target(p: string, userName?: string): { user: UserIdentity; abs: string
   return { user, abs };
 }
 
-export function describe(abs: string, st: Stats): FileStat {
+function describe(abs: string, st: Stats): FileStat {
   const type: FileType = st.isFile() ? 'file' : st.isDirectory() ? 'directory' : st.isSymbolicLink() ? 'symlink' : 'other';
   return {
     path: abs,

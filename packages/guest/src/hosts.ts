@@ -10,7 +10,7 @@ import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { FORWARD_NETWORK_PREFIX, HOSTS_BLOCK_BEGIN, HOSTS_BLOCK_END } from '@warren/protocol/wire';
 
-export const HOSTS_FILE = '/etc/hosts';
+const HOSTS_FILE = '/etc/hosts';
 
 /** `text` with its managed block replaced by `entries` (address, name), or removed if none. */
 export function withManagedBlock(text: string, entries: Array<{ address: string; name: string }>): string {

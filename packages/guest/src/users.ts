@@ -6,7 +6,7 @@ import { readFileSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { WarrenError } from '@warren/protocol/wire';
 
-export const DEFAULT_USER = 'user';
+const DEFAULT_USER = 'user';
 
 export interface UserIdentity {
   name: string;
@@ -48,7 +48,7 @@ export function resolvePath(p: string, user: UserIdentity): string {
 type Access = number;
 
 /** Unix permission check for a non-root user, since the agent's own syscalls run as root. */
-export function mayAccess(stats: Stats, user: UserIdentity, want: Access): boolean {
+function mayAccess(stats: Stats, user: UserIdentity, want: Access): boolean {
   if (user.uid === 0) return true;
   let bits: number;
   if (stats.uid === user.uid) bits = (stats.mode >> 6) & 7;

@@ -29,7 +29,7 @@ import { usageRoutes } from './routes/usage.js';
 import { logRoutes } from './routes/logs.js';
 import type { LogFile } from '../storage/log-file.js';
 
-export const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
+const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
 export interface ApiDeps {
   registry: Registry;

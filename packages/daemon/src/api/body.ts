@@ -7,7 +7,7 @@ import type { IncomingMessage } from 'node:http';
 import type { Context, MiddlewareHandler } from 'hono';
 
 /** The Node request behind a context; absent when the app runs outside the Node server. */
-export function incomingOf(c: Context): IncomingMessage | undefined {
+function incomingOf(c: Context): IncomingMessage | undefined {
   return (c.env as { incoming?: IncomingMessage } | undefined)?.incoming;
 }
 

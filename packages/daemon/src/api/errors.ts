@@ -4,7 +4,7 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { ErrorCodes, WarrenError, errorText, type ErrorBody } from '@warren/protocol';
 
 // Zod errors become one invalid_argument message (protocol/src/validation.ts).
-export { parse, validationError } from '@warren/protocol';
+export { parse } from '@warren/protocol';
 import type { Logger } from 'pino';
 
 /**

@@ -988,7 +988,7 @@ function sameResources(a: ResolvedResources, b: ResolvedResources): boolean {
   return a.cpus === b.cpus && a.memoryMB === b.memoryMB && a.pids === b.pids && a.diskMB === b.diskMB;
 }
 
-export function toInfo(r: SandboxRecord): SandboxInfo {
+function toInfo(r: SandboxRecord): SandboxInfo {
   return {
     id: r.id,
     template: r.template,

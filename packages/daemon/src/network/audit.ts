@@ -33,9 +33,9 @@ export interface EgressEntry extends EgressRecord {
 }
 
 /** Strings that come from the sandbox are capped so that a hostile client cannot bloat the log. */
-export const MAX_TEXT = 2048;
-export const DEFAULT_LIST_LIMIT = 100;
-export const MAX_LIST_LIMIT = 1000;
+const MAX_TEXT = 2048;
+const DEFAULT_LIST_LIMIT = 100;
+const MAX_LIST_LIMIT = 1000;
 /** How long records wait to be written together (reads write them at once). */
 const FLUSH_DELAY_MS = 50;
 

@@ -24,8 +24,8 @@ import { allowsName, type Credential, type EgressPolicy } from './policy.js';
 
 export type { Credential } from './policy.js';
 
-export const MAX_CREDENTIALS = 64;
-export const MAX_HEADERS_PER_CREDENTIAL = 16;
+const MAX_CREDENTIALS = 64;
+const MAX_HEADERS_PER_CREDENTIAL = 16;
 const MAX_VALUE_BYTES = 8192;
 
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;

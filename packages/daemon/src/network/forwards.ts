@@ -47,7 +47,7 @@ export function connectHints(policy: EgressPolicy): ConnectHint[] {
 }
 
 /** What an agent may name as a forward's target: a DNS name and a port, nothing to inject. */
-export function validForward(f: unknown): f is TcpForward {
+function validForward(f: unknown): f is TcpForward {
   const t = f as TcpForward | undefined;
   return (
     typeof t?.host === 'string' &&

@@ -33,7 +33,7 @@ import { isIPv4, isIPv6 } from 'node:net';
 import { domainToASCII } from 'node:url';
 import { WarrenError } from '@warren/protocol';
 
-export interface EgressRule {
+interface EgressRule {
   /** The rule in normalised form, as `policyRules` returns it. */
   raw: string;
   kind: 'domain' | 'suffix' | 'cidr';
@@ -63,9 +63,9 @@ export interface EgressPolicy {
   credentials?: Credential[];
 }
 
-export const MAX_RULES = 256;
+const MAX_RULES = 256;
 /** A rule must be at least this narrow to open a local address (see the module comment). */
-export const MIN_LOCAL_PREFIX = 8;
+const MIN_LOCAL_PREFIX = 8;
 
 // ---------------------------------------------------------------------------------------
 // Parsing rules

@@ -60,7 +60,7 @@ import {
 } from './forwarding.js';
 
 /** Client and upstream streams one sandbox may hold open at once (each connection is two). */
-export const MAX_STREAMS_PER_SANDBOX = 2048;
+const MAX_STREAMS_PER_SANDBOX = 2048;
 
 export interface ProxyOptions {
   log: Logger;

@@ -21,7 +21,7 @@ const MAX_RECORD_BYTES = 16384;
  * Largest ClientHello we wait for. Real ones are a few hundred bytes to ~2 KiB (post-quantum
  * key shares); anything past this is not worth buffering on the sandbox's behalf.
  */
-export const MAX_CLIENT_HELLO_BYTES = 64 * 1024;
+const MAX_CLIENT_HELLO_BYTES = 64 * 1024;
 /** Bytes a caller may need to buffer before scanClientHello gives a final answer. */
 export const MAX_CLIENT_HELLO_BUFFER = MAX_CLIENT_HELLO_BYTES + 4 + Math.ceil((MAX_CLIENT_HELLO_BYTES + 4) / MAX_RECORD_BYTES + 1) * RECORD_HEADER_BYTES;
 

@@ -107,11 +107,12 @@ export class SandboxHostFiles {
     chmodSync(guestDir, 0o755);
     // Before the views, the files sat at the top of guest/ (removed so nothing mounts them).
     for (const legacy of [AGENT_FILE, INIT_FILE, CONNECT_HELPER_FILE]) rmSync(path.join(guestDir, legacy), { force: true });
-    for (const [entry, name] of [
-      ['@warren/guest/agent', AGENT_FILE],
-      ['@warren/guest/init', INIT_FILE],
+    // Literal specifiers: the dependency on @warren/guest is visible (knip.jsonc).
+    for (const [file, name] of [
+      [require.resolve('@warren/guest/agent'), AGENT_FILE],
+      [require.resolve('@warren/guest/init'), INIT_FILE],
     ] as const) {
-      writeIfChanged(path.join(guestDir, 'lib', name), readFileSync(require.resolve(entry)), 0o755);
+      writeIfChanged(path.join(guestDir, 'lib', name), readFileSync(file), 0o755);
     }
     // `connect HOST PORT` inside the sandbox: TCP through the egress proxy (docs/network.md).
     writeIfChanged(path.join(guestDir, 'lib', CONNECT_HELPER_FILE), Buffer.from(`#!/bin/sh\nexec ${GUEST_NODE_PATH} ${AGENT_PATH} connect "$@"\n`), 0o755);

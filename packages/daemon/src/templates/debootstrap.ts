@@ -10,10 +10,10 @@ import path from 'node:path';
 import { WarrenError } from '@warren/protocol';
 import { LineSplitter } from './lines.js';
 
-export const DEBIAN_SUITE = 'bookworm';
+const DEBIAN_SUITE = 'bookworm';
 
 /** Same rules as debian_mirror in scripts/lib.sh. */
-export function debianMirror(): string {
+function debianMirror(): string {
   if (process.env.WARREN_DEBIAN_MIRROR) return process.env.WARREN_DEBIAN_MIRROR;
   const dir = '/etc/apt/sources.list.d';
   const files = existsSync(dir)

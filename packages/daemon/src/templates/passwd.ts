@@ -36,7 +36,7 @@ export async function lookupUser(rootfs: string, user: string): Promise<Template
   return { uid: Number(entry[2]), gid: Number(entry[3]), home: entry[5] || '/', additionalGids };
 }
 
-export async function lookupGroup(rootfs: string, group: string): Promise<number> {
+async function lookupGroup(rootfs: string, group: string): Promise<number> {
   if (/^[0-9]+$/.test(group)) return Number(group);
   const g = (await readTable(rootfs, 'group')).find((e) => e[0] === group);
   if (!g) throw new WarrenError('invalid_argument', `group '${group}' does not exist in the template`);

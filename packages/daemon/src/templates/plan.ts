@@ -22,7 +22,7 @@ import { canonicalJson, hashSource, sha256 } from './hashing.js';
 /** Bump when what a step does changes (e.g. the apt command line), to invalidate layers. */
 const LAYER_FORMAT = 1;
 
-export interface StepContext {
+interface StepContext {
   env: Record<string, string>;
   workdir?: string;
   user?: string;
@@ -104,7 +104,7 @@ function apply(ctx: StepContext, step: RecipeStep): StepContext {
   return ctx;
 }
 
-export function describe(step: RecipeStep): string {
+function describe(step: RecipeStep): string {
   const short = (s: string, n = 60) => {
     const one = s.replace(/\s+/g, ' ').trim();
     return one.length > n ? `${one.slice(0, n - 3)}...` : one;

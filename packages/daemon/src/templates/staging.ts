@@ -26,7 +26,7 @@ interface OwnerRecord {
 }
 
 /** Field 22 of /proc/PID/stat: start time in clock ticks since boot; pid reuse changes it. */
-export function processStartTime(pid: number): string | undefined {
+function processStartTime(pid: number): string | undefined {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
