@@ -2,7 +2,7 @@
  * The import rules `npm test` enforces (scripts/check-imports.sh): no circles, and each layer
  * imports only the layers below it. Layers, low to high:
  *   protocol  <-  guest (the agent inside a sandbox)
- *   protocol  <-  daemon: drivers, storage, network, templates  <-  core  <-  api  <-  daemon.ts
+ *   protocol  <-  daemon: drivers, storage, network, templates  <-  core  <-  tools  <-  api  <-  daemon.ts
  *   protocol  <-  sdk  <-  cli (which may start the daemon)
  */
 module.exports = {
@@ -25,9 +25,16 @@ module.exports = {
     {
       name: 'daemon-below-api',
       severity: 'error',
-      comment: 'core, drivers, storage, network and templates never see HTTP routes',
-      from: { path: '^packages/daemon/src/(core|drivers|storage|network|templates)/' },
+      comment: 'core, tools, drivers, storage, network and templates never see HTTP routes',
+      from: { path: '^packages/daemon/src/(core|tools|drivers|storage|network|templates)/' },
       to: { path: '^packages/daemon/src/api/' },
+    },
+    {
+      name: 'core-below-tools',
+      comment: 'the agent tools are built on sandboxes, exec and files; nothing below them uses them',
+      severity: 'error',
+      from: { path: '^packages/daemon/src/(core|drivers|storage|network|templates)/' },
+      to: { path: '^packages/daemon/src/tools/' },
     },
     {
       name: 'drivers-below-core',

@@ -34,6 +34,7 @@ import { TemplateCatalog } from './templates/catalog.js';
 import { TemplateBuilder } from './templates/builder.js';
 import { TemplateService } from './templates/service.js';
 import { LogFile } from './storage/log-file.js';
+import { ToolService } from './tools/service.js';
 import { acquireHomeLock } from './lock.js';
 
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
@@ -175,6 +176,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     ports,
     log,
     logFile,
+    tools: new ToolService(exec, files),
     version: VERSION,
   });
   const server: ServerType = await new Promise((resolve) => {

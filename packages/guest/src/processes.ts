@@ -9,6 +9,7 @@ import { constants as osConstants } from 'node:os';
 import { MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD, OutputStream, WarrenError, type GuestOps, type ProcessInfo, type ProcessOutput } from '@warren/protocol/wire';
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import type { Channel } from './channel.js';
+import { OutputTail } from './tail.js';
 import type { ExitStatus, Spawner } from './spawner.js';
 
 const OUTPUT_DIR = '/run/warren/procs';
@@ -43,6 +44,8 @@ interface Tracked {
   subscribers: Set<Subscriber>;
   /** A long-running service (the template's start command): not work in progress. */
   service: boolean;
+  /** With `tailBytes`: the output kept until exit, instead of written and streamed as it comes. */
+  tails?: { stdout: OutputTail; stderr: OutputTail };
 }
 
 export class ProcessTable {
@@ -99,6 +102,7 @@ export class ProcessTable {
       err: this.openOutput(pid, 'err'),
       subscribers: new Set(),
       service: params.service === true,
+      ...(params.tailBytes ? { tails: { stdout: new OutputTail(params.tailBytes), stderr: new OutputTail(params.tailBytes) } } : {}),
     };
     this.procs.set(pid, tracked);
     if (params.subscribe) this.addSubscriber(tracked, channel, stream);
@@ -264,6 +268,17 @@ export class ProcessTable {
   private onOutput(t: Tracked, which: 'stdout' | 'stderr', chunk: Buffer): void {
     const file = which === 'stdout' ? t.out : t.err;
     if (file.fd === null) return; // late bytes after exit was recorded
+    if (t.tails) {
+      t.tails[which].push(chunk);
+      return;
+    }
+    this.record(t, which, chunk);
+  }
+
+  /** Output into the process's file (what proc.output reads later) and to its subscribers. */
+  private record(t: Tracked, which: 'stdout' | 'stderr', chunk: Buffer): void {
+    const file = which === 'stdout' ? t.out : t.err;
+    if (file.fd === null || chunk.length === 0) return;
     writeSync(file.fd, chunk, 0, chunk.length, file.size);
     file.size += chunk.length;
     const frames = tagged(OutputStream[which], chunk);
@@ -275,6 +290,7 @@ export class ProcessTable {
     t.info.exitCode = code ?? (signal ? 128 + (osConstants.signals[signal] ?? 0) : null);
     if (signal) t.info.signal = signal;
     t.info.endedAt = new Date().toISOString();
+    if (t.tails) for (const which of ['stdout', 'stderr'] as const) this.record(t, which, t.tails[which].bytes());
     for (const s of t.subscribers) sendExit(t, s.channel, s.stream);
     for (const s of t.subscribers) s.forget();
     t.subscribers.clear();
@@ -309,6 +325,7 @@ function sendExit(t: Tracked, channel: Channel, stream: number): void {
     ...(t.info.signal ? { signal: t.info.signal } : {}),
     timedOut: t.info.timedOut,
     durationMs: (t.info.endedAt ? Date.parse(t.info.endedAt) : Date.now()) - t.started,
+    ...(t.tails ? { outputChars: { stdout: t.tails.stdout.chars, stderr: t.tails.stderr.chars } } : {}),
   });
 }
 

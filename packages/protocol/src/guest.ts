@@ -94,6 +94,12 @@ export interface GuestOps {
       service?: boolean;
       /** Stream output and exit of this process on this channel (stream id = request id). */
       subscribe?: boolean;
+      /**
+       * Keep only the last this many bytes of each stream, sent at exit (the agent tools' cut:
+       * megabytes of build log never leave the sandbox). The exit event then counts every
+       * character written in `outputChars`.
+       */
+      tailBytes?: number;
     };
     result: { pid: number };
   };
@@ -182,7 +188,17 @@ export type GuestResponse = { id: number; ok: true; result: unknown } | { id: nu
 
 /** Unsolicited messages from the agent. */
 export type GuestEvent =
-  | { event: 'exit'; stream: number; pid: number; exitCode: number | null; signal?: string; timedOut: boolean; durationMs: number }
+  | {
+      event: 'exit';
+      stream: number;
+      pid: number;
+      exitCode: number | null;
+      signal?: string;
+      timedOut: boolean;
+      durationMs: number;
+      /** With `tailBytes`: characters (UTF-8 sequences) each stream wrote in all, kept or not. */
+      outputChars?: { stdout: number; stderr: number };
+    }
   /**
    * A client inside the sandbox connected to the egress proxy port, or with `forward`, to the
    * TCP forwarder for that host:port (the daemon treats it as a CONNECT to it): its bytes

@@ -5,3 +5,4 @@ export * from './frames.js';
 export * from './credit.js';
 export * from './templates.js';
 export * from './validation.js';
+export * from './tools.js';

@@ -14,3 +14,5 @@ export { getUsage, type UsageOptions } from './usage.js';
 export type { UsageReport, UsageTotals, SandboxUsage, ApiKeyUsage, UsagePrices } from '@warren/protocol';
 export { getDaemonLogs, LOG_LEVELS, type LogsOptions } from './logs.js';
 export type { LogEntry, LogLevel, LogsResponse } from '@warren/protocol';
+export { Toolset, bestOf, type ToolsetOptions, type AttemptOutcome } from './tools.js';
+export type { ToolResult, BashOutput, EditOutput, ToolFailure, ToolFormat, AnthropicToolSchema, OpenAiToolSchema } from '@warren/protocol';

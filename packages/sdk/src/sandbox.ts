@@ -13,6 +13,8 @@ import type {
   SandboxList,
   SandboxState,
   SnapshotInfo,
+  ToolCallRequest,
+  ToolResult,
 } from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError, InternalError } from './errors.js';
@@ -225,6 +227,14 @@ export class Sandbox {
   async egressLog(opts: { after?: number; limit?: number } = {}): Promise<EgressEntry[]> {
     const query = { after: opts.after?.toString(), limit: opts.limit?.toString() };
     return (await this.http.json<EgressList>('GET', `/v1/sandboxes/${this.id}/egress`, { query })).entries;
+  }
+
+  /**
+   * One call of an agent tool (`bash`, `str_replace_based_edit_tool`) run by the daemon; a
+   * failed action comes back as `{is_error: true, error}`. Most callers want `Toolset`.
+   */
+  async callTool(name: string, input: Record<string, unknown>, opts: Omit<ToolCallRequest, 'input'> = {}): Promise<ToolResult> {
+    return this.http.json<ToolResult>('POST', `/v1/sandboxes/${this.id}/tools/${encodeURIComponent(name)}`, { json: { ...opts, input } });
   }
 
   /** Destroys the sandbox and everything in it. */

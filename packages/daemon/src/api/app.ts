@@ -27,6 +27,8 @@ import type { Baker } from '../core/bake.js';
 import type { UsageMeter } from '../core/usage.js';
 import { usageRoutes } from './routes/usage.js';
 import { logRoutes } from './routes/logs.js';
+import { toolCallRoutes, toolSchemaRoutes } from './routes/tools.js';
+import type { ToolService } from '../tools/service.js';
 import type { LogFile } from '../storage/log-file.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
@@ -46,6 +48,7 @@ export interface ApiDeps {
   ports: PortDeps;
   log: Logger;
   logFile: LogFile;
+  tools: ToolService;
   version: string;
 }
 
@@ -82,6 +85,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', portRoutes(deps.ports));
   app.route('/v1/usage', usageRoutes(deps.meter));
   app.route('/v1/logs', logRoutes(deps.logFile));
+  app.route('/v1/tools', toolSchemaRoutes());
+  app.route('/v1/sandboxes', toolCallRoutes(deps.tools, deps.sandboxes));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   return app;

@@ -13,10 +13,15 @@ export interface ExecCallbacks {
   onStderr?(data: Buffer): void;
 }
 
+/** An exec's result; with a tail kept in the sandbox, also how much each stream wrote. */
+export interface CollectedExec extends ExecResult {
+  outputChars?: { stdout: number; stderr: number };
+}
+
 export interface RunningExec {
   pid: number;
   /** Resolves at exit with everything collected. */
-  done: Promise<ExecResult>;
+  done: Promise<CollectedExec>;
   /** Stop listening (the process keeps running). */
   detach(): void;
 }
@@ -33,7 +38,7 @@ const MAX_OUTPUT_BYTES = 16 * 1024 * 1024;
 export class ExecService {
   constructor(private sandboxes: SandboxService) {}
 
-  async start(id: string, req: ExecRequest, callbacks: ExecCallbacks = {}): Promise<RunningExec> {
+  async start(id: string, req: ExecRequest, callbacks: ExecCallbacks = {}, tailBytes?: number): Promise<RunningExec> {
     const client = await this.sandboxes.guest(id, 'exec');
     const bigStdin = req.stdin !== undefined && req.stdin.length > STDIN_CHUNK_UNITS ? req.stdin : undefined;
     const params = {
@@ -46,6 +51,7 @@ export class ExecService {
       keepStdinOpen: req.keepStdinOpen || bigStdin !== undefined,
       tag: req.tag,
       timeoutMs: req.timeoutSeconds ? Math.round(req.timeoutSeconds * 1000) : undefined,
+      tailBytes,
     };
     const feed = async (pid: number) => {
       if (bigStdin === undefined) return;
@@ -74,6 +80,15 @@ export class ExecService {
 
   async run(id: string, req: ExecRequest): Promise<ExecResult> {
     const running = await this.start(id, req);
+    return running.done;
+  }
+
+  /**
+   * Runs a command keeping only the last `tailBytes` of each stream, cut inside the sandbox;
+   * `outputChars` says how many characters each stream wrote in all.
+   */
+  async runKeepingTail(id: string, req: ExecRequest, tailBytes: number): Promise<CollectedExec> {
+    const running = await this.start(id, req, {}, tailBytes);
     return running.done;
   }
 
@@ -126,8 +141,8 @@ export class ExecService {
   ): Promise<RunningExec> {
     const stdout: Buffer[] = [];
     const stderr: Buffer[] = [];
-    let settle!: { resolve(r: ExecResult): void; reject(e: Error): void };
-    const done = new Promise<ExecResult>((resolve, reject) => (settle = { resolve, reject }));
+    let settle!: { resolve(r: CollectedExec): void; reject(e: Error): void };
+    const done = new Promise<CollectedExec>((resolve, reject) => (settle = { resolve, reject }));
     done.catch(() => undefined); // a caller may only want the pid
     const { id: stream, result } = client.call(op, params, {
       onData: (chunk) => {
@@ -160,8 +175,9 @@ async function sendStdin(client: GuestClient, pid: number, data: string, close?:
   } while (at < data.length);
 }
 
-function toResult(ev: ExitEvent, stdout: Buffer[], stderr: Buffer[]): ExecResult {
+function toResult(ev: ExitEvent, stdout: Buffer[], stderr: Buffer[]): CollectedExec {
   return {
+    ...(ev.outputChars ? { outputChars: ev.outputChars } : {}),
     pid: ev.pid,
     exitCode: ev.exitCode,
     ...(ev.signal ? { signal: ev.signal } : {}),

@@ -9,7 +9,7 @@ import { closeSync, createReadStream, existsSync, fstatSync, openSync, renameSyn
 import { createInterface } from 'node:readline';
 import { LOG_LEVELS, type LogEntry, type LogLevel } from '@warren/protocol';
 
-export const DEFAULT_LOG_FILE_BYTES = 32 * 1024 * 1024;
+const DEFAULT_LOG_FILE_BYTES = 32 * 1024 * 1024;
 
 export interface LogSearch {
   requestId?: string;

@@ -1,0 +1,84 @@
+/**
+ * The `bash` tool: a command's stdout, stderr and exit code, each stream cut to its tail
+ * inside the sandbox (the error is at the end; megabytes of log never cross the wire). With a
+ * session name, the working directory and exported variables carry over between calls, kept
+ * in a state directory inside the sandbox, so they also survive hibernation and go with forks.
+ */
+import { type BashInput, DEFAULT_TOOL_TIMEOUT_SECONDS, type BashOutput } from '@warren/protocol';
+import type { ExecService } from '../core/exec.js';
+
+/** Where sessions keep their state, per user (each session runs as one user). */
+const SESSION_ROOT = '/tmp/.warren-bash';
+
+/**
+ * Runs `$2` in bash after restoring the session in directory `$1`, and saves it on the way
+ * out, whatever the exit (a failing command, `exit 3`). Only exported, writable variables
+ * are kept; bash's own (PWD, SHLVL, BASH_*) are its business.
+ */
+const SESSION_SCRIPT = String.raw`__warren_state=$1
+__warren_cmd=$2
+set --
+if [ -f "$__warren_state/env" ]; then . "$__warren_state/env"; fi
+if [ -f "$__warren_state/cwd" ]; then cd -- "$(cat -- "$__warren_state/cwd")" 2>/dev/null || true; fi
+__warren_save() {
+  local rc=$? n d
+  mkdir -p -- "$__warren_state" && pwd >"$__warren_state/cwd"
+  for n in $(compgen -e); do
+    case $n in PWD|OLDPWD|SHLVL|_|BASH*|SHELLOPTS) continue ;; esac
+    d=$(declare -p "$n" 2>/dev/null) || continue
+    case $d in "declare -"*r*" $n="*) continue ;; esac
+    printf '%s\n' "$d"
+  done >"$__warren_state/env"
+  return $rc
+}
+trap __warren_save EXIT
+eval "$__warren_cmd"`;
+
+export interface BashOptions {
+  cwd?: string;
+  user?: string;
+  session?: string;
+  maxOutputChars: number;
+}
+
+export async function runBash(exec: ExecService, sandboxId: string, input: BashInput, opts: BashOptions): Promise<BashOutput> {
+  const stateDir = opts.session ? `${SESSION_ROOT}/${opts.user ?? 'default'}/${opts.session}` : undefined;
+  if (input.restart) {
+    if (stateDir) await exec.run(sandboxId, { argv: ['rm', '-rf', '--', stateDir], ...(opts.user ? { user: opts.user } : {}) });
+    if (input.command === undefined) return { stdout: 'shell session restarted\n', stderr: '', exit_code: 0, timed_out: false, truncated: false };
+  }
+  const command = input.command ?? '';
+  const argv = stateDir ? ['/bin/bash', '-c', SESSION_SCRIPT, 'warren-bash', stateDir, command] : ['/bin/bash', '-c', command];
+  const result = await exec.runKeepingTail(
+    sandboxId,
+    {
+      argv,
+      timeoutSeconds: input.timeout ?? DEFAULT_TOOL_TIMEOUT_SECONDS,
+      ...(opts.cwd ? { cwd: opts.cwd } : {}),
+      ...(opts.user ? { user: opts.user } : {}),
+    },
+    // A character is at most 4 bytes of UTF-8: enough bytes for the characters asked for.
+    opts.maxOutputChars * 4,
+  );
+  const stdout = keepTail(result.stdout, opts.maxOutputChars, result.outputChars?.stdout, 'stdout');
+  const stderr = keepTail(result.stderr, opts.maxOutputChars, result.outputChars?.stderr, 'stderr');
+  return {
+    stdout: stdout.text,
+    stderr: stderr.text,
+    exit_code: result.exitCode,
+    timed_out: result.timedOut,
+    truncated: stdout.cut || stderr.cut,
+  };
+}
+
+/**
+ * The last `max` characters of `text`, led by a line saying how many earlier characters were
+ * dropped when any were. `total` is how many the stream wrote in all (counted in the sandbox).
+ */
+export function keepTail(text: string, max: number, total: number | undefined, stream: string): { text: string; cut: boolean } {
+  const chars = Array.from(text);
+  const kept = chars.length > max ? chars.slice(chars.length - max) : chars;
+  const dropped = Math.max(0, (total ?? chars.length) - kept.length);
+  if (dropped === 0) return { text, cut: false };
+  return { text: `[warren: ${dropped} earlier characters of ${stream} cut; the last ${kept.length} follow]\n${kept.join('')}`, cut: true };
+}
