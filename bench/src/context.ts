@@ -10,7 +10,7 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine', 'tools'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -39,6 +39,8 @@ export const DEFAULT_ITERS = {
   egressbulk: 3,
   /** Rounds of 200 concurrent connections from one sandbox, through the proxy and direct. */
   egressconc: 3,
+  /** bash tool calls printing 50 MB (each against the same command to /dev/null); 5x as many of `true`. */
+  tools: 5,
 };
 export type Iters = typeof DEFAULT_ITERS;
 
