@@ -365,6 +365,11 @@ static void do_spawn(char **fields, int nfields) {
     reply("failed %lu %d\n", id, e);
     return;
   }
+  /* Room for 1 MiB of output per stream: a reader that drains in batches (the agent tools'
+     tail) then wakes a few hundred times for 50 MB instead of once per 4 KiB write. Best
+     effort: the default size works, only slower. */
+  (void)fcntl(out[0], F_SETPIPE_SZ, 1 << 20);
+  (void)fcntl(err[0], F_SETPIPE_SZ, 1 << 20);
   pid_t pid = vfork();
   if (pid == 0) child(argv, env, cwd, uid, gid, nproc, in[0], out[1], err[1], group_fd);
   int e = errno;

@@ -109,6 +109,9 @@ export class ProcessTable {
 
     child.stdout.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stdout', chunk));
     child.stderr.on('data', (chunk: Buffer) => this.onOutput(tracked, 'stderr', chunk));
+    // Nobody watches a kept tail until exit: read it in batches, letting the pipe (1 MiB,
+    // see warren-init) fill in between, so the command is not woken up per small write.
+    const batching = tracked.tails ? [batchReads(child.stdout), batchReads(child.stderr)] : [];
     child.stdin.on('error', () => undefined); // the command may exit without reading stdin
     if (params.stdin !== undefined) child.stdin.write(params.stdin);
     if (!params.keepStdinOpen) child.stdin.end();
@@ -139,6 +142,8 @@ export class ProcessTable {
     }
     void child.exited.then((exit) => {
       status = exit;
+      // Drain what is left at once: the grace period below does not wait for batches.
+      for (const stop of batching) stop();
       setTimeout(() => {
         drained = true;
         child.stdout.destroy();
@@ -373,6 +378,38 @@ function readRange(file: OutputFile, offset: number, max: number): Buffer {
   } finally {
     if (fd !== file.fd) closeSync(fd);
   }
+}
+
+/** Interval between batched reads of a pipe whose output is only kept, not streamed. */
+const BATCH_READ_MS = 10;
+
+/** What libuv asks for in one read of a pipe: a shorter chunk means the pipe is drained. */
+const PIPE_READ_BYTES = 64 * 1024;
+
+/**
+ * Pauses `pipe` for BATCH_READ_MS each time it has been drained; the returned function
+ * reads eagerly again.
+ */
+function batchReads(pipe: Socket): () => void {
+  let timer: NodeJS.Timeout | undefined;
+  let stopped = false;
+  const onData = (chunk: Buffer) => {
+    // A full chunk means more is waiting: keep reading until the pipe is empty.
+    if (stopped || timer || chunk.length >= PIPE_READ_BYTES) return;
+    pipe.pause();
+    timer = setTimeout(() => {
+      timer = undefined;
+      pipe.resume();
+    }, BATCH_READ_MS);
+  };
+  pipe.on('data', onData);
+  return () => {
+    stopped = true;
+    pipe.off('data', onData);
+    if (timer) clearTimeout(timer);
+    timer = undefined;
+    pipe.resume();
+  };
 }
 
 function killGroup(pid: number, signal: NodeJS.Signals): void {
