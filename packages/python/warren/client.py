@@ -12,7 +12,7 @@ import threading
 from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Union
 from urllib.parse import quote, urlencode, urlsplit
 
-from .errors import NetworkError, WarrenError, error_from_body
+from .errors import InvalidArgumentError, NetworkError, WarrenError, error_from_body
 
 DEFAULT_URL = "http://127.0.0.1:7070"
 DEFAULT_HOME = "/var/lib/warren"
@@ -130,6 +130,10 @@ class _Pool:
         for conn in idle:
             conn.close()
 
+    # A client dropped with idle connections closes them itself, not the sockets' finalizers
+    # (which would warn about them).
+    __del__ = close
+
 
 class Response:
     """A 2xx answer whose body has not been read yet. Read it with `read()`, `json()`,
@@ -174,11 +178,13 @@ class Response:
             while True:
                 try:
                     chunk = self._resp.read(size)
-                except http.client.IncompleteRead as err:
-                    raise NetworkError(f"the answer was cut short: {len(err.partial)} more bytes came, {err.expected} were still due") from err
                 except (http.client.HTTPException, OSError) as err:
                     raise self._client.broken(err) from err
                 if not chunk:
+                    # read(n) returns b"" at a premature end too: only the bytes still due
+                    # by the Content-Length tell a whole body from a cut one.
+                    if self._resp.length:
+                        raise NetworkError(f"the answer was cut short: {self._resp.length} of {self.length} bytes never came")
                     self._finish()
                     return
                 yield chunk
@@ -238,7 +244,7 @@ class HttpClient:
         self._api_key = resolve_api_key(api_key)
         parts = urlsplit(self.url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise WarrenError("invalid_argument", f"the daemon URL must be http://HOST[:PORT] (got {self.url!r})")
+            raise InvalidArgumentError("invalid_argument", f"the daemon URL must be http://HOST[:PORT] (got {self.url!r})")
         self._base_path = parts.path.rstrip("/")
         port = parts.port or (443 if parts.scheme == "https" else 80)
         self.pool = _Pool(parts.scheme, parts.hostname, port, timeout)
@@ -252,6 +258,8 @@ class HttpClient:
         self.pool.close()
 
     def broken(self, err: BaseException) -> NetworkError:
+        if isinstance(err, http.client.IncompleteRead):
+            return NetworkError(f"the answer from the warren daemon at {self.url} was cut short ({err.expected} more bytes were due)")
         if isinstance(err, (socket.timeout, TimeoutError)):
             return NetworkError(f"the warren daemon at {self.url} sent nothing for {self.timeout} s")
         return NetworkError(f"the connection to the warren daemon at {self.url} broke: {err!r}")
