@@ -10,6 +10,7 @@ import struct
 import sys
 import threading
 import time
+import unittest
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable, Iterable, Union
@@ -174,3 +175,42 @@ def slowly(chunks: Iterable[bytes], delay: float) -> Iterable[bytes]:
     for chunk in chunks:
         time.sleep(delay)
         yield chunk
+
+
+class E2ECase(unittest.TestCase):
+    """A test against the real daemon named by WARREN_URL/WARREN_API_KEY; the SDK finds
+    them in the environment like any program would. Sandboxes made with `create` are killed
+    after the test, whatever happened."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        e2e_connection()
+
+    def create(self, **options: Any) -> Any:
+        from warren import Sandbox
+
+        metadata = {"suite": "python", "test": self.id().rsplit(".", 1)[-1][:128], **options.pop("metadata", {})}
+        sbx = Sandbox.create(ttl_seconds=options.pop("ttl_seconds", 900), metadata=metadata, **options)
+        self.addCleanup(kill_quietly, sbx)
+        return sbx
+
+
+def kill_quietly(sbx: Any) -> None:
+    from warren import NotFoundError
+
+    try:
+        sbx.kill()
+    except NotFoundError:
+        pass
+
+
+def eventually(fn: Callable[[], Any], timeout: float, what: str) -> Any:
+    """Polls until `fn` returns something truthy (returned) or the deadline passes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.1)

@@ -26,6 +26,8 @@ BLOCK_SIZE = 256 * 1024
 # Idle connections kept per client; more threads than this still work, their extra
 # connections are closed when returned.
 MAX_IDLE = 32
+# In-memory bodies above this go in pieces like streams, so a refusal is noticed early.
+STREAM_BYTES_ABOVE = 1024 * 1024
 
 Query = Mapping[str, Union[str, int, float, bool, None]]
 # bytes: sent as is. A callable: makes a fresh body for each attempt (so it can be sent
@@ -78,13 +80,8 @@ class _HTTPSConnection(_TimeoutsMixin, http.client.HTTPSConnection):
 def _dropped(conn: http.client.HTTPConnection) -> bool:
     """Whether an idle keep-alive connection was closed by the daemon meanwhile: an idle
     connection has nothing to read, so readable means EOF (or garbage)."""
-    sock = conn.sock
-    if sock is None:
-        return True
     try:
-        poller = select.poll()
-        poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
-        return bool(poller.poll(0))
+        return _readable(conn)
     except (OSError, ValueError):
         return True
 
@@ -340,17 +337,76 @@ class HttpClient:
 
 
 def _exchange(conn: http.client.HTTPConnection, method: str, target: str, body: Any, headers: dict[str, str]) -> http.client.HTTPResponse:
+    complete = True
     try:
-        conn.request(method, target, body=body, headers=headers)
-    except _STALE:
-        # The daemon may have answered and closed before reading the whole body (a 413 for
-        # an upload over the disk limit): that answer is the one to report, if it came.
+        if body is None or (isinstance(body, (bytes, bytearray, memoryview)) and len(body) <= STREAM_BYTES_ABOVE):
+            conn.request(method, target, body=body, headers=headers)
+        else:
+            complete = _send_streamed(conn, method, target, body, headers)
+    except _STALE as err:
+        # The daemon may have answered and closed before reading the whole body: that
+        # answer is the one to report, if it came.
         try:
-            return conn.getresponse()
+            resp = conn.getresponse()
         except (http.client.HTTPException, OSError):
-            pass
-        raise
-    return conn.getresponse()
+            raise err from None
+        resp.will_close = True
+        return resp
+    resp = conn.getresponse()
+    if not complete:
+        # The rest of the body was never sent: the connection cannot carry another request.
+        resp.will_close = True
+    return resp
+
+
+def _send_streamed(conn: http.client.HTTPConnection, method: str, target: str, body: Any, headers: dict[str, str]) -> bool:
+    """Sends a request whose body goes in pieces, watching for an answer between them. The
+    daemon refuses some uploads at once (413 over the disk limit) and discards what still
+    comes; stopping there saves sending the rest for nothing. False if it stopped early."""
+    conn.putrequest(method, target, skip_accept_encoding=True)
+    names = {k.lower() for k in headers}
+    if "content-length" not in names and isinstance(body, (bytes, bytearray, memoryview)):
+        headers = {**headers, "Content-Length": str(len(body))}
+        names.add("content-length")
+    chunked = "content-length" not in names
+    for name, value in headers.items():
+        conn.putheader(name, value)
+    if chunked:
+        conn.putheader("Transfer-Encoding", "chunked")
+    conn.endheaders()
+    for piece in _pieces(body):
+        if not piece:
+            continue
+        if _readable(conn):
+            return False
+        conn.send(b"%x\r\n%s\r\n" % (len(piece), piece) if chunked else piece)
+    if chunked:
+        conn.send(b"0\r\n\r\n")
+    return True
+
+
+def _pieces(body: Any) -> Iterator[bytes]:
+    """A body as pieces of at most BLOCK_SIZE (views, not copies, of bytes in memory)."""
+    if isinstance(body, (bytes, bytearray, memoryview)):
+        view = memoryview(body).cast("B")
+        for at in range(0, len(view), BLOCK_SIZE):
+            yield view[at : at + BLOCK_SIZE]  # type: ignore[misc]
+    elif hasattr(body, "read"):
+        while piece := body.read(BLOCK_SIZE):
+            yield piece.encode("utf-8") if isinstance(piece, str) else piece
+    else:
+        for piece in body:
+            yield piece.encode("utf-8") if isinstance(piece, str) else piece
+
+
+def _readable(conn: http.client.HTTPConnection) -> bool:
+    """Whether the daemon has said something (an answer, or closing) on this connection."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    poller = select.poll()
+    poller.register(sock, select.POLLIN | select.POLLERR | select.POLLHUP)
+    return bool(poller.poll(0))
 
 
 def _replayable(method: str, body: Body) -> bool:
