@@ -27,7 +27,7 @@ def _project() -> dict[str, Any]:
 
 
 def _dist_name() -> str:
-    return _project()["name"].replace("-", "_")
+    return str(_project()["name"]).replace("-", "_")
 
 
 def _metadata() -> str:

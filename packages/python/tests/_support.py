@@ -13,11 +13,14 @@ import time
 import unittest
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Union
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Union
 from urllib.parse import parse_qsl, urlsplit
 
 # The checkout's package, never an installed copy: these tests test this tree.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+if TYPE_CHECKING:
+    from warren import Sandbox
 
 
 def e2e_connection() -> tuple[str, str]:
@@ -186,7 +189,7 @@ class E2ECase(unittest.TestCase):
     def setUpClass(cls) -> None:
         e2e_connection()
 
-    def create(self, **options: Any) -> Any:
+    def create(self, **options: Any) -> Sandbox:
         from warren import Sandbox
 
         metadata = {"suite": "python", "test": self.id().rsplit(".", 1)[-1][:128], **options.pop("metadata", {})}
@@ -195,7 +198,7 @@ class E2ECase(unittest.TestCase):
         return sbx
 
 
-def kill_quietly(sbx: Any) -> None:
+def kill_quietly(sbx: Sandbox) -> None:
     from warren import NotFoundError
 
     try:

@@ -149,7 +149,7 @@ class RequestBuilding(FakeDaemonCase):
         sbx = Sandbox.connect("sb-1", url=self.fake.url, api_key="k")
         sent = len(self.fake.requests)
         with self.assertRaises(InvalidArgumentError):
-            sbx.set_network("example.com")  # type: ignore[arg-type]
+            sbx.set_network("example.com")
         self.assertEqual(len(self.fake.requests), sent)
 
 

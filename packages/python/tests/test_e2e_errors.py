@@ -16,9 +16,9 @@ class Errors(E2ECase):
         with self.assertRaises(InvalidArgumentError) as caught:
             Sandbox.create(ttl_seconds=0)
         self.assertEqual(str(caught.exception), "ttlSeconds must be at least 1 (got 0)")
-        with self.assertRaises(NotFoundError) as caught:
+        with self.assertRaises(NotFoundError) as missing:
             Sandbox.create(template="no-such-template")
-        self.assertIn("unknown template 'no-such-template'", str(caught.exception))
+        self.assertIn("unknown template 'no-such-template'", str(missing.exception))
 
     def test_missing_sandboxes_wrong_keys_and_no_daemon(self) -> None:
         with self.assertRaises(NotFoundError) as caught:

@@ -79,6 +79,8 @@ class HashSink(io.RawIOBase):
 
 
 class Files(E2ECase):
+    sbx: Sandbox
+
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()

@@ -8,6 +8,8 @@ from warren import ConflictError, FailedPreconditionError, NotFoundError, Output
 
 
 class Processes(E2ECase):
+    sbx: Sandbox
+
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()

@@ -12,6 +12,8 @@ from warren import CommandError, CredentialRule, NotFoundError, Resources, Sandb
 
 
 class Exec(E2ECase):
+    sbx: Sandbox
+
     @classmethod
     def setUpClass(cls) -> None:
         super().setUpClass()

@@ -31,7 +31,7 @@ from .errors import (
     WarrenError,
     error_from_body,
 )
-from .files import FileReader, Files
+from .files import BinaryWriter, FileReader, Files, WriteData
 from .models import (
     ApiKeyUsage,
     BakeInfo,
@@ -75,6 +75,8 @@ __all__ = [
     "AsyncSandbox",
     "Files",
     "FileReader",
+    "BinaryWriter",
+    "WriteData",
     "Processes",
     "ProcessHandle",
     "ProcessStream",

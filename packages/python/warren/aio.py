@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+from collections.abc import AsyncIterable
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
 
-from .files import FileReader, Files, WriteData
+from .files import BinaryWriter, FileReader, Files, WriteData
 from .models import EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
 from .processes import ProcessHandle, Processes, ProcessStream
-from .sandbox import Command, Credentials, Sandbox
+from .sandbox import Command, Credentials, Sandbox, refuse_output_options
 
 T = TypeVar("T")
 AsyncOutputCallback = Optional[Callable[[str], Union[object, Awaitable[object]]]]
@@ -43,8 +45,11 @@ _DONE = object()
 
 async def _iterate(it: Iterator[T]) -> AsyncIterator[T]:
     """A sync iterator (a network read per step) as an async one, one step per thread hop."""
+    def step() -> T | object:
+        return next(it, _DONE)
+
     while True:
-        item = await asyncio.to_thread(next, it, _DONE)
+        item = await asyncio.to_thread(step)
         if item is _DONE:
             return
         yield item  # type: ignore[misc]
@@ -149,7 +154,7 @@ class AsyncFileReader:
         await self.aclose()
 
 
-AsyncWriteData = Union[WriteData, AsyncIterator[bytes]]
+AsyncWriteData = Union[WriteData, AsyncIterable[bytes]]
 
 
 class AsyncFiles:
@@ -168,13 +173,12 @@ class AsyncFiles:
     async def read_stream(self, path: str, user: str | None = None) -> AsyncFileReader:
         return AsyncFileReader(await asyncio.to_thread(self.sync.read_stream, path, user))
 
-    async def download(self, path: str, dest: Any, user: str | None = None) -> int:
+    async def download(self, path: str, dest: BinaryWriter | str | os.PathLike[str], user: str | None = None) -> int:
         return await asyncio.to_thread(self.sync.download, path, dest, user)
 
     async def write(self, path: str, data: AsyncWriteData, user: str | None = None, mode: int | None = None) -> WriteResult:
-        if hasattr(data, "__aiter__"):
-            data = _pull_from_loop(data, asyncio.get_running_loop())  # type: ignore[arg-type]
-        return await asyncio.to_thread(self.sync.write, path, data, user, mode)  # type: ignore[arg-type]
+        source: WriteData = _pull_from_loop(data, asyncio.get_running_loop()) if isinstance(data, AsyncIterable) else data
+        return await asyncio.to_thread(self.sync.write, path, source, user, mode)
 
     async def stat(self, path: str, user: str | None = None) -> FileStat:
         return await asyncio.to_thread(self.sync.stat, path, user)
@@ -195,7 +199,7 @@ class AsyncFiles:
         return await asyncio.to_thread(self.sync.list, path, depth, user)
 
 
-def _pull_from_loop(source: AsyncIterator[bytes], loop: asyncio.AbstractEventLoop) -> Iterator[bytes]:
+def _pull_from_loop(source: AsyncIterable[bytes], loop: asyncio.AbstractEventLoop) -> Iterator[bytes]:
     """An async iterable read from the worker thread: each next chunk is awaited on the loop."""
     it = source.__aiter__()
 
@@ -335,23 +339,28 @@ class AsyncSandbox:
         keep_stdin_open: bool = False,
     ) -> ExecResult | AsyncProcessHandle:
         """See Sandbox.exec; on_stdout/on_stderr may be coroutine functions."""
+        sbx = self.sync
+        if background:
+            refuse_output_options(check, on_stdout, on_stderr)
+            handle = await asyncio.to_thread(
+                lambda: sbx.exec(
+                    command,
+                    background=True,
+                    tag=tag,
+                    keep_stdin_open=keep_stdin_open,
+                    timeout_seconds=timeout_seconds,
+                    cwd=cwd,
+                    env=env,
+                    user=user,
+                    stdin=stdin,
+                )
+            )
+            return AsyncProcessHandle(handle)
         loop = asyncio.get_running_loop()
-        result = await asyncio.to_thread(
-            self.sync.exec,  # type: ignore[call-overload]
-            command,
-            timeout_seconds=timeout_seconds,
-            check=check,
-            cwd=cwd,
-            env=env,
-            user=user,
-            stdin=stdin,
-            on_stdout=_on_loop(on_stdout, loop),
-            on_stderr=_on_loop(on_stderr, loop),
-            background=background,
-            tag=tag,
-            keep_stdin_open=keep_stdin_open,
+        out, err = _on_loop(on_stdout, loop), _on_loop(on_stderr, loop)
+        return await asyncio.to_thread(
+            lambda: sbx.exec(command, timeout_seconds=timeout_seconds, check=check, cwd=cwd, env=env, user=user, stdin=stdin, on_stdout=out, on_stderr=err)
         )
-        return AsyncProcessHandle(result) if isinstance(result, ProcessHandle) else result
 
     async def set_ttl(self, seconds: int) -> SandboxInfo:
         return await asyncio.to_thread(self.sync.set_ttl, seconds)

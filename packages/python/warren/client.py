@@ -9,7 +9,7 @@ import os
 import select
 import socket
 import threading
-from typing import IO, Any, Callable, Iterable, Iterator, Mapping, Union
+from typing import IO, Any, Callable, Generator, Iterable, Iterator, Mapping, Union
 from urllib.parse import quote, urlencode, urlsplit
 
 from .errors import InvalidArgumentError, NetworkError, WarrenError, error_from_body
@@ -168,7 +168,7 @@ class Response:
         except ValueError as err:
             raise WarrenError("internal", f"the daemon answered with something that is not JSON: {data[:200]!r}") from err
 
-    def iter_chunks(self, size: int = BLOCK_SIZE) -> Iterator[bytes]:
+    def iter_chunks(self, size: int = BLOCK_SIZE) -> Generator[bytes, None, None]:
         """The body in pieces of at most `size` bytes. A body cut short (the daemon or the
         sandbox went away, the file shrank while read) raises NetworkError."""
         try:
@@ -188,7 +188,7 @@ class Response:
         finally:
             self.close()
 
-    def iter_lines(self) -> Iterator[bytes]:
+    def iter_lines(self) -> Generator[bytes, None, None]:
         """The body line by line as each line arrives (NDJSON streams)."""
         try:
             while True:
@@ -203,7 +203,7 @@ class Response:
         finally:
             self.close()
 
-    def iter_ndjson(self) -> Iterator[dict[str, Any]]:
+    def iter_ndjson(self) -> Generator[dict[str, Any], None, None]:
         for line in self.iter_lines():
             if line.strip():
                 yield jsonlib.loads(line)
@@ -390,7 +390,7 @@ def _pieces(body: Any) -> Iterator[bytes]:
     if isinstance(body, (bytes, bytearray, memoryview)):
         view = memoryview(body).cast("B")
         for at in range(0, len(view), BLOCK_SIZE):
-            yield view[at : at + BLOCK_SIZE]  # type: ignore[misc]
+            yield view[at : at + BLOCK_SIZE]
     elif hasattr(body, "read"):
         while piece := body.read(BLOCK_SIZE):
             yield piece.encode("utf-8") if isinstance(piece, str) else piece

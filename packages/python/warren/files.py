@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 import os
-from typing import IO, Any, Callable, Iterable, Iterator, List, Union
+from typing import IO, Any, Callable, Iterable, Iterator, List, Protocol, Union
 from urllib.parse import quote
 
 from .client import BLOCK_SIZE, Body, HttpClient, Response
@@ -14,6 +14,12 @@ from .models import FileStat, WriteResult
 
 # str is written as UTF-8; a binary file object or an iterable of bytes is streamed.
 WriteData = Union[bytes, bytearray, memoryview, str, IO[bytes], IO[str], Iterable[bytes]]
+
+
+class BinaryWriter(Protocol):
+    """Anything with write(bytes): a binary file, a socket file, a hashing sink."""
+
+    def write(self, data: bytes, /) -> object: ...
 
 
 class FileReader:
@@ -80,7 +86,7 @@ class Files:
         """
         return FileReader(self._http.request("GET", self._base, query={"path": path, "user": user}), chunk_size)
 
-    def download(self, path: str, dest: IO[bytes] | str | os.PathLike[str], user: str | None = None) -> int:
+    def download(self, path: str, dest: BinaryWriter | str | os.PathLike[str], user: str | None = None) -> int:
         """Copies a sandbox file into a binary file object or to a host path (written whole
         or, on failure, removed); returns the number of bytes."""
         with self.read_stream(path, user) as reader:
@@ -147,7 +153,7 @@ class Files:
         return [FileStat.from_wire(e) for e in body["entries"]]
 
 
-def _copy(reader: FileReader, dest: IO[bytes]) -> int:
+def _copy(reader: FileReader, dest: BinaryWriter) -> int:
     total = 0
     for chunk in reader:
         dest.write(chunk)
@@ -155,7 +161,7 @@ def _copy(reader: FileReader, dest: IO[bytes]) -> int:
     return total
 
 
-def _as_bytes(chunk: Any) -> bytes:
+def _as_bytes(chunk: bytes | str) -> bytes:
     return chunk.encode("utf-8") if isinstance(chunk, str) else chunk
 
 

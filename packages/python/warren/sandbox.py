@@ -31,6 +31,13 @@ def _network(allow: Sequence[str] | None, credentials: Credentials | None) -> di
     return policy
 
 
+def refuse_output_options(check: bool, on_stdout: object, on_stderr: object) -> None:
+    """A background start returns before any output: options about the output belong to
+    the handle's wait()."""
+    if check or on_stdout is not None or on_stderr is not None:
+        raise InvalidArgumentError("invalid_argument", "check, on_stdout and on_stderr do not apply to background=True: pass them to the handle's wait()")
+
+
 class Sandbox:
     """A sandbox on a warren daemon. Make one with `Sandbox.create()` or attach to one with
     `Sandbox.connect(id)`; as a context manager it is killed when the block ends.
@@ -204,10 +211,7 @@ class Sandbox:
         body = self._exec_body(command, timeout_seconds, cwd, env, user, stdin)
         route = f"{self._route}/exec"
         if background:
-            if check or on_stdout is not None or on_stderr is not None:
-                raise InvalidArgumentError(
-                    "invalid_argument", "check, on_stdout and on_stderr do not apply to background=True: pass them to the handle's wait()"
-                )
+            refuse_output_options(check, on_stdout, on_stderr)
             body.update(_compact({"background": True, "tag": tag, "keepStdinOpen": keep_stdin_open or None}))
             return ProcessHandle(self._http, self.id, int(self._http.json("POST", route, json=body)["pid"]))
         # Always the streaming form: its keepalives let commands run longer than any read
@@ -300,8 +304,9 @@ class Sandbox:
             sbx.set_network(["registry.npmjs.org", "*.github.com:443"])
         """
         if isinstance(allow, NetworkPolicy):
-            allow, credentials = allow.allow, credentials if credentials is not None else allow.credentials
-        policy = _network(allow, credentials)
+            policy = _network(allow.allow, credentials if credentials is not None else allow.credentials)
+        else:
+            policy = _network(allow, credentials)
         return NetworkPolicy.from_wire(self._http.json("PUT", f"{self._route}/network", json=policy))
 
     def egress_log(self, *, after: int | None = None, limit: int | None = None) -> List[EgressEntry]:
