@@ -20,3 +20,26 @@ debian_mirror() {
   [ -n "$uri" ] || die "cannot find the Debian mirror for bookworm in apt's sources"
   printf '%s\n' "$uri"
 }
+
+# Makes `import warren` work for each given python3 (3.11 or newer): a .pth file in its
+# site-packages names this checkout's packages/python. Nothing is copied or downloaded (the
+# SDK is standard library only), and a rebuilt checkout needs no reinstall. Idempotent.
+install_python_sdk() {
+  local py site line src
+  src="$(pwd)/packages/python"
+  for py in "$@"; do
+    [ -x "$py" ] || continue
+    if ! "$py" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+      log "skipping the Python SDK for $py: it needs Python 3.11 or newer (found $("$py" -V 2>&1))"
+      continue
+    fi
+    site=$("$py" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+    line=$(cat "$site/warren.pth" 2>/dev/null || true)
+    if [ "$line" != "$src" ]; then
+      mkdir -p "$site"
+      printf '%s\n' "$src" >"$site/warren.pth"
+      log "Python SDK: $py imports warren from $src"
+    fi
+    "$py" -c 'from warren import Sandbox' || die "python3 cannot import warren after installing $site/warren.pth"
+  done
+}

@@ -21,7 +21,8 @@ export WARREN_HOME="${WARREN_HOME:-/var/lib/warren}"
 need_pkgs=()
 command -v runsc >/dev/null && runsc --version | grep -q 2024 || need_pkgs+=(runsc)
 # gcc and libc6-dev build warren-init, the small static init that starts commands in sandboxes.
-for p in debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev; do
+# python3 runs the Python SDK (packages/python).
+for p in debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -31,7 +32,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # runsc must come from bookworm-backports: bookworm's own build is an old ptrace-only one.
   apt-get install -y -qq -t bookworm-backports runsc >/dev/null
-  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev >/dev/null
+  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 >/dev/null
 fi
 log "runsc: $(runsc --version | head -1)"
 
@@ -47,6 +48,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_hash" ]; then
 fi
 log "building"
 npm run --silent build
+
+# --- Python SDK ------------------------------------------------------------------------
+# `from warren import Sandbox` for root's python3 (the one on PATH, and Debian's if that is
+# another): a .pth in its site-packages points at packages/python (scripts/lib.sh).
+install_python_sdk $( { command -v python3; echo /usr/bin/python3; } | sort -u)
 
 # --- base template ---------------------------------------------------------------------
 # Built from templates/base/recipe.json by the template builder, in-process (no daemon

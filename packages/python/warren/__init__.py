@@ -1,0 +1,139 @@
+"""warren: the Python SDK for the warren sandbox daemon (standard library only).
+
+    from warren import Sandbox
+
+    with Sandbox.create(template="base", ttl_seconds=3600) as sbx:
+        r = sbx.exec("echo hello", timeout_seconds=60)
+        print(r.stdout, r.exit_code)
+
+Connection: `url=` / `api_key=` on every entry point, else $WARREN_URL (default
+http://127.0.0.1:7070) and $WARREN_API_KEY (default: $WARREN_HOME/admin.key). docs/python.md
+describes every class and method.
+"""
+
+from .aio import AsyncFileReader, AsyncFiles, AsyncProcesses, AsyncProcessHandle, AsyncProcessStream, AsyncSandbox
+from .client import HttpClient, Response, get_client, resolve_api_key, resolve_url
+from .errors import (
+    AuthenticationError,
+    CommandError,
+    ConflictError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InternalError,
+    InvalidArgumentError,
+    NetworkError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    TemplateBuildError,
+    TooLargeError,
+    UnavailableError,
+    WarrenError,
+    error_from_body,
+)
+from .files import BinaryWriter, FileReader, Files, WriteData
+from .models import (
+    ApiKeyUsage,
+    BakeInfo,
+    BuildEvent,
+    ClaimLatency,
+    CredentialRule,
+    EgressEntry,
+    ExecResult,
+    FileStat,
+    NetworkPolicy,
+    OutputChunk,
+    PoolInfo,
+    ProcessInfo,
+    ProcessOutput,
+    PruneResult,
+    Resources,
+    SandboxInfo,
+    SandboxUsage,
+    SnapshotInfo,
+    TemplateInfo,
+    UsagePrices,
+    UsageReport,
+    UsageTotal,
+    WriteResult,
+)
+from .processes import Processes, ProcessHandle, ProcessStream
+from .sandbox import Sandbox
+from .snapshots import Snapshots
+from .templates import Template
+from .usage import get_usage
+from .warm import bake, get_bake, get_pool, set_pool_size
+
+# The TS SDK's name for the 504 class. Importable as `warren.TimeoutError`, but left out of
+# __all__ so `from warren import *` does not hide Python's builtin TimeoutError.
+TimeoutError = DeadlineExceededError
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Sandbox",
+    "AsyncSandbox",
+    "Files",
+    "FileReader",
+    "BinaryWriter",
+    "WriteData",
+    "Processes",
+    "ProcessHandle",
+    "ProcessStream",
+    "AsyncFiles",
+    "AsyncFileReader",
+    "AsyncProcesses",
+    "AsyncProcessHandle",
+    "AsyncProcessStream",
+    "Snapshots",
+    "Template",
+    "get_usage",
+    "get_pool",
+    "set_pool_size",
+    "get_bake",
+    "bake",
+    "HttpClient",
+    "Response",
+    "get_client",
+    "resolve_api_key",
+    "resolve_url",
+    "WarrenError",
+    "InvalidArgumentError",
+    "AuthenticationError",
+    "PermissionDeniedError",
+    "NotFoundError",
+    "ConflictError",
+    "FailedPreconditionError",
+    "TooLargeError",
+    "ResourceExhaustedError",
+    "InternalError",
+    "UnavailableError",
+    "DeadlineExceededError",
+    "NetworkError",
+    "CommandError",
+    "TemplateBuildError",
+    "error_from_body",
+    "ApiKeyUsage",
+    "BakeInfo",
+    "BuildEvent",
+    "ClaimLatency",
+    "CredentialRule",
+    "EgressEntry",
+    "ExecResult",
+    "FileStat",
+    "NetworkPolicy",
+    "OutputChunk",
+    "PoolInfo",
+    "ProcessInfo",
+    "ProcessOutput",
+    "PruneResult",
+    "Resources",
+    "SandboxInfo",
+    "SandboxUsage",
+    "SnapshotInfo",
+    "TemplateInfo",
+    "UsagePrices",
+    "UsageReport",
+    "UsageTotal",
+    "WriteResult",
+]
