@@ -9,7 +9,7 @@ interface Side {
   path: string;
 }
 
-function parseSide(arg: string): Side {
+export function parseSide(arg: string): Side {
   const [, sandbox, path] = /^(sb-[a-z0-9]+):(.+)$/.exec(arg) ?? [];
   return sandbox && path ? { sandbox, path } : { path: arg };
 }

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { jsonText, safe, sandboxRows, table } from './output.js';
+import { collect, jsonText, keyValues, metadataText, nonNegativeInt, positiveInt, positiveNumber, safe, sandboxRows, table } from './output.js';
 import type { SandboxInfo } from '@warren/sdk';
 
 test('safe shows C0, DEL, C1, bidi controls and line separators as visible escapes', () => {
@@ -58,4 +58,58 @@ test('jsonText is exact JSON with DEL, C1 and bidi controls as \\u escapes', () 
   assert.doesNotMatch(text.replace(/\n/g, ''), /[\u0000-\u001f\u007f-\u009f\u202a-\u202e]/);
   assert.match(text, /\\u009b2J\\u009d0;x\\u009c\\u202e\\u007f\\n/);
   assert.equal(jsonText({ a: 1 }), '{"a":1}');
+});
+
+test('tables pad every column to its widest cell, two spaces apart, with no trailing blanks', () => {
+  assert.equal(
+    table([
+      ['A', 'LONGER', 'C'],
+      ['wide cell', 'x', ''],
+      ['', '', 'last'],
+    ]),
+    'A          LONGER  C\nwide cell  x\n                   last\n',
+  );
+  assert.equal(table([['ONLY']]), 'ONLY\n');
+});
+
+test('sandbox rows: times as "YYYY-MM-DD HH:MM:SS", metadata as k=v joined by commas', () => {
+  const info = {
+    id: 'sb-1',
+    state: 'hibernated',
+    template: 'node-dev',
+    createdAt: '2024-05-01T09:08:07.654Z',
+    expiresAt: '2024-05-02T09:08:07.654Z',
+    metadata: { task: 'fix-1', owner: 'a b' },
+  } as unknown as SandboxInfo;
+  assert.equal(
+    sandboxRows([info]),
+    'ID    STATE       TEMPLATE  CREATED              EXPIRES              METADATA\nsb-1  hibernated  node-dev  2024-05-01 09:08:07  2024-05-02 09:08:07  task=fix-1,owner=a b\n',
+  );
+  assert.equal(sandboxRows([]), 'ID  STATE  TEMPLATE  CREATED  EXPIRES  METADATA\n');
+  assert.equal(metadataText({ a: '1', b: '' }, ', '), 'a=1, b=');
+  assert.equal(metadataText({}, ','), '');
+});
+
+test('keyValues splits at the first =, keeps empty values, refuses a missing key or =', () => {
+  assert.deepEqual(keyValues(['A=B', 'URL=http://x/?a=b', 'EMPTY=', 'A=again'], '--env'), { A: 'again', URL: 'http://x/?a=b', EMPTY: '' });
+  assert.deepEqual(keyValues([], '--env'), {});
+  assert.throws(() => keyValues(['NOEQ'], '--env'), { message: "--env must be KEY=VALUE, got 'NOEQ'" });
+  assert.throws(() => keyValues(['=v'], '--metadata'), { message: "--metadata must be KEY=VALUE, got '=v'" });
+  assert.deepEqual(collect('b', collect('a', [])), ['a', 'b']);
+});
+
+test('option parsers: positive integers, integers from 0, numbers above 0; the message names the option and the value', () => {
+  const int = positiveInt('--ttl');
+  assert.equal(int('60'), 60);
+  for (const bad of ['0', '-1', '1.5', 'abc', '']) assert.throws(() => int(bad), { message: `--ttl must be a positive integer, got '${bad}'` });
+  const size = nonNegativeInt('--size');
+  assert.equal(size('0'), 0);
+  assert.equal(size('64'), 64);
+  for (const bad of ['-1', '2.5', 'x', '', ' ']) assert.throws(() => size(bad), { message: `--size must be an integer of at least 0, got '${bad}'` });
+  const num = positiveNumber('--cpus');
+  assert.equal(num('0.5'), 0.5);
+  assert.equal(num('2'), 2);
+  for (const bad of ['0', '-0.5', 'NaN', 'Infinity', '', ' ', 'two']) {
+    assert.throws(() => num(bad), { message: `--cpus must be a number above 0, got '${bad}'` });
+  }
 });

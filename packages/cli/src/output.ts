@@ -96,6 +96,15 @@ export function positiveInt(name: string) {
   };
 }
 
+/** An option parser for integers of at least 0 (`--size 0` turns a pool off). */
+export function nonNegativeInt(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (v.trim() === '' || !Number.isInteger(n) || n < 0) throw new Error(`${name} must be an integer of at least 0, got '${v}'`);
+    return n;
+  };
+}
+
 /** An option parser for numbers above 0 (`--cpus 0.5`); the daemon checks the bounds. */
 export function positiveNumber(name: string) {
   return (v: string) => {

@@ -21,7 +21,7 @@ export function parseWhen(option: string, now = Date.now()) {
   };
 }
 
-function duration(seconds: number): string {
+export function duration(seconds: number): string {
   if (seconds < 60) return `${seconds.toFixed(1)}s`;
   const s = Math.round(seconds);
   const [d, h, m, sec] = [Math.floor(s / 86400), Math.floor((s % 86400) / 3600), Math.floor((s % 3600) / 60), s % 60];

@@ -1,7 +1,7 @@
 /** `warren pool` and `warren bake`: what makes creates of a template fast. */
 import type { Command } from 'commander';
 import { bake, getPool, setPoolSize, type BakeInfo, type PoolInfo } from '@warren/sdk';
-import { printJson, safe } from './output.js';
+import { nonNegativeInt, printJson, safe } from './output.js';
 
 function poolText(p: PoolInfo): string {
   const claims = p.claimMs ? `claim p50 ${p.claimMs.p50.toFixed(1)} ms, p99 ${p.claimMs.p99.toFixed(1)} ms (${p.claimMs.count})` : 'no claims yet';
@@ -25,7 +25,7 @@ export function registerWarmCommands(program: Command): void {
     .command('pool')
     .description("show a template's warm pool, or set its size with --size (0 turns it off)")
     .argument('<template>')
-    .option('--size <n>', 'number of ready sandboxes to keep', (v) => Number(v))
+    .option('--size <n>', 'number of ready sandboxes to keep', nonNegativeInt('--size'))
     .option('--json', 'print JSON')
     .action(async (template: string, opts: { size?: number; json?: boolean }) => {
       const info = opts.size === undefined ? await getPool(template) : await setPoolSize(template, opts.size);

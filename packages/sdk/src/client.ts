@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
 import path from 'node:path';
-import { errorFromBody, WarrenError } from './errors.js';
+import { errorFromBody, NetworkError } from './errors.js';
 
 export interface ConnectionOptions {
   /** Daemon URL; default $WARREN_URL or http://127.0.0.1:7070. */
@@ -68,7 +68,7 @@ export class HttpClient {
         res = await send();
       }
     } catch (err) {
-      throw new WarrenError(`cannot reach warren daemon at ${this.url}: ${(err as Error).cause ?? (err as Error).message}`, 'network');
+      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).cause ?? (err as Error).message}`, { cause: err });
     }
     if (!res.ok) {
       const text = await res.text();
@@ -107,7 +107,7 @@ export class HttpClient {
         res = await send();
       }
     } catch (err) {
-      throw new WarrenError(`cannot reach warren daemon at ${this.url}: ${(err as Error).message}`, 'network');
+      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).message}`, { cause: err });
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;

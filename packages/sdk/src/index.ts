@@ -6,7 +6,7 @@ export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';
 export * from './errors.js';
 export type { ExecResult, SandboxInfo, FileStat, ProcessInfo, ProcessOutput, Resources } from '@warren/protocol';
-export { Template, TemplateBuildError, type BuildOptions } from './template.js';
+export { Template, TemplateBuildError, type BuildOptions, type TemplateBuildErrorOptions } from './template.js';
 export type { Recipe, RecipeStep, TemplateBuildEvent, TemplateInfo } from '@warren/protocol';
 export { getPool, setPoolSize, getBake, bake } from './warm.js';
 export type { PoolInfo, BakeInfo, BootKind } from '@warren/protocol';

@@ -1,7 +1,7 @@
 /** Processes inside a sandbox: background handles, output by offset, stdin and signals. */
-import type { ExecResult, ExecStreamEvent, ProcessInfo, ProcessOutput } from '@warren/protocol';
+import { ErrorCodes, isErrorCode, type ExecResult, type ExecStreamEvent, type ProcessInfo, type ProcessOutput } from '@warren/protocol';
 import { ndjson, type HttpClient } from './client.js';
-import { WarrenError, errorFromBody } from './errors.js';
+import { UnavailableError, errorFromBody } from './errors.js';
 
 export interface OutputCallbacks {
   onStdout?: (data: string) => void;
@@ -32,10 +32,11 @@ export async function consumeExecStream(res: Response, cb: OutputCallbacks, onSt
         return { ...exit, stdout, stderr };
       }
       case 'error':
-        throw errorFromBody(500, { error: { code: ev.code, message: ev.message } });
+        // Failed after the 200 was sent: the status is the one the code stands for.
+        throw errorFromBody(isErrorCode(ev.code) ? ErrorCodes[ev.code] : 500, { error: { code: ev.code, message: ev.message } });
     }
   }
-  throw new WarrenError('the exec stream ended without an exit event (daemon restarted?)', 'unavailable');
+  throw new UnavailableError('unavailable', 'the exec stream ended without an exit event (daemon restarted?)');
 }
 
 /** A process started with `exec(cmd, { background: true })`. */

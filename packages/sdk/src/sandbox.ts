@@ -171,7 +171,7 @@ export class Sandbox {
    */
   async fork(opts: ForkOptions = {}): Promise<Sandbox> {
     const [child] = await this.forkTree(1, opts);
-    if (!child) throw new InternalError('the daemon answered a fork of one with no sandbox', 'internal');
+    if (!child) throw new InternalError('internal', 'the daemon answered a fork of one with no sandbox');
     return child;
   }
 

@@ -3,9 +3,20 @@
  * (The Python SDK mirrors these names in snake_case.)
  */
 import path from 'node:path';
-import type { PruneLayersRequest, PruneLayersResult, Recipe, RecipeStep, StartCommand, TemplateBuildEvent, TemplateInfo, TemplateList } from '@warren/protocol';
+import {
+  ErrorCodes,
+  type ErrorCode,
+  type PruneLayersRequest,
+  type PruneLayersResult,
+  type Recipe,
+  type RecipeStep,
+  type StartCommand,
+  type TemplateBuildEvent,
+  type TemplateInfo,
+  type TemplateList,
+} from '@warren/protocol';
 import { HttpClient, ndjson, type ConnectionOptions } from './client.js';
-import { WarrenError } from './errors.js';
+import { NetworkError, UnavailableError, WarrenError, type WarrenErrorOptions } from './errors.js';
 
 export interface BuildOptions extends ConnectionOptions {
   /** Name of the template to build (overrides the name given to `Template.from`'s chain). */
@@ -16,16 +27,31 @@ export interface BuildOptions extends ConnectionOptions {
   onEvent?: (event: TemplateBuildEvent) => void;
 }
 
-/** Thrown when a build fails; `step`, `exitCode` and `output` describe a failed step. */
+export interface TemplateBuildErrorOptions extends WarrenErrorOptions {
+  /** The step that failed (1 is `from`). */
+  step?: number;
+  /** The failed step's exit code (null if it was killed). */
+  exitCode?: number | null;
+  /** The tail of the failed step's output. */
+  output?: string;
+}
+
+/**
+ * Thrown when a build fails after it started (a bad recipe fails before, as an
+ * InvalidArgumentError): `failed_precondition` for a step that failed or a cancelled build,
+ * `internal` for the host's own failure. `step`, `exitCode` and `output` describe a failed step.
+ */
 export class TemplateBuildError extends WarrenError {
-  constructor(
-    message: string,
-    code: WarrenError['code'],
-    readonly step?: number,
-    readonly exitCode?: number | null,
-    readonly output?: string,
-  ) {
-    super(message, code);
+  declare readonly step?: number;
+  declare readonly exitCode?: number | null;
+  declare readonly output?: string;
+
+  constructor(code: ErrorCode, message: string, opts: TemplateBuildErrorOptions = {}) {
+    const { step, exitCode, output, ...rest } = opts;
+    super(code, message, rest);
+    if (step !== undefined) this.step = step;
+    if (exitCode !== undefined) this.exitCode = exitCode;
+    if (output !== undefined) this.output = output;
   }
 }
 
@@ -119,17 +145,17 @@ export class Template {
       // A pooled keep-alive connection the daemon just closed fails the request before any
       // response. Unlike most POSTs, a build is safe to send again: layers are cached and
       // every commit is atomic, so a duplicate build finds the first one's work.
-      if (!(err instanceof WarrenError) || err.code !== 'network') throw err;
+      if (!(err instanceof NetworkError)) throw err;
       res = await send();
     }
     for await (const e of ndjson<TemplateBuildEvent>(res)) {
       opts.onEvent?.(e);
       if (e.type === 'done') return e.template;
       if (e.type === 'error') {
-        throw new TemplateBuildError(e.message, e.code, e.step, e.exitCode, e.output);
+        throw new TemplateBuildError(e.code, e.message, { status: ErrorCodes[e.code], step: e.step, exitCode: e.exitCode, output: e.output });
       }
     }
-    throw new WarrenError('the build stream ended without a result (did the daemon stop?)', 'unavailable');
+    throw new UnavailableError('unavailable', 'the build stream ended without a result (did the daemon stop?)');
   }
 
   static async list(opts: ConnectionOptions = {}): Promise<TemplateInfo[]> {

@@ -1,0 +1,236 @@
+/**
+ * The `warren` command line as a commander program, built without running it (main.ts
+ * parses process.argv with it; tests parse their own argv).
+ */
+import { Command, Option } from 'commander';
+import { Sandbox, WarrenError } from '@warren/sdk';
+import { copy } from './cp.js';
+import { doctor } from './doctor.js';
+import { registerTemplateCommands } from './template.js';
+import { registerWarmCommands } from './warm.js';
+import { registerUsageCommands } from './usage.js';
+import { registerLogCommands } from './logs.js';
+import { collect, keyValues, metadataText, positiveInt, positiveNumber, printJson, safe, sandboxRows } from './output.js';
+import { registerMachineCommands } from './machine.js';
+import { registerNetworkCommands } from './network.js';
+import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
+
+/** Every command, as `warren` has them. */
+export function buildProgram(): Command {
+  const program = new Command();
+  program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
+
+  program
+    .command('daemon')
+    .description('run the warren daemon in the foreground')
+    .addOption(
+      new Option('--port <port>', 'TCP port on 127.0.0.1 (0 picks a free one; default $WARREN_PORT or 7070)').argParser((v) => {
+        const n = Number(v);
+        if (!Number.isInteger(n) || n < 0 || n > 65535) throw new Error(`--port must be 0-65535, got '${v}'`);
+        return n;
+      }),
+    )
+    .option('--home <dir>', 'state directory (default $WARREN_HOME or /var/lib/warren)')
+    .action(async (opts: { port?: number; home?: string }) => {
+      const { startDaemon } = await import('@warren/daemon');
+      const d = await startDaemon({ port: opts.port, home: opts.home });
+      process.stderr.write(`warren daemon listening on ${d.url}; admin API key in ${d.adminKeyFile}\n`);
+      const stop = () => {
+        d.close().then(
+          () => process.exit(0),
+          (err: unknown) => {
+            process.stderr.write(`warren daemon: shutdown failed: ${safe(err instanceof Error ? err.message : String(err))}\n`);
+            process.exit(1);
+          },
+        );
+      };
+      process.on('SIGTERM', stop);
+      process.on('SIGINT', stop);
+    });
+
+  program
+    .command('create')
+    .description('create a sandbox and print its id')
+    .option('--template <name>', 'template to start from', 'base')
+    .addOption(new Option('--ttl <seconds>', 'expire after this many seconds (default 3600)').argParser(positiveInt('--ttl')))
+    .option('--metadata <k=v>', 'metadata, repeatable', collect, [])
+    .option('--env <k=v>', 'environment for every command, repeatable', collect, [])
+    .addOption(new Option('--cpus <n>', 'CPU limit, e.g. 0.5 or 2').argParser(positiveNumber('--cpus')))
+    .addOption(new Option('--memory <MB>', 'memory limit in MB').argParser(positiveInt('--memory')))
+    .addOption(new Option('--pids <n>', 'most processes inside').argParser(positiveInt('--pids')))
+    .addOption(new Option('--disk <MB>', 'most disk its own writes may use, in MB').argParser(positiveInt('--disk')))
+    .addOption(new Option('--idle <seconds>', 'hibernate after this many seconds without activity').argParser(positiveInt('--idle')))
+    .option('--snapshot <id>', 'start from this snapshot instead of a template')
+    .option(
+      '--allow <rule>',
+      'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)',
+      collect,
+      [],
+    )
+    .option('--credential <spec>', CREDENTIAL_HELP, collect, [])
+    .option('--json', 'print the sandbox as JSON')
+    .action(
+      async (opts: {
+        template: string;
+        ttl?: number;
+        metadata: string[];
+        env: string[];
+        cpus?: number;
+        memory?: number;
+        pids?: number;
+        disk?: number;
+        idle?: number;
+        snapshot?: string;
+        allow: string[];
+        credential: string[];
+        json?: boolean;
+      }) => {
+        const credentials = parseCredentialFlags(opts.credential);
+        // The daemon holds the bounds (static and this host's); it says which one a value breaks.
+        const resources = {
+          ...(opts.cpus !== undefined ? { cpus: opts.cpus } : {}),
+          ...(opts.memory !== undefined ? { memoryMB: opts.memory } : {}),
+          ...(opts.pids !== undefined ? { pids: opts.pids } : {}),
+          ...(opts.disk !== undefined ? { diskMB: opts.disk } : {}),
+        };
+        const sbx = await Sandbox.create({
+          template: opts.template,
+          ttlSeconds: opts.ttl,
+          idleSeconds: opts.idle,
+          snapshot: opts.snapshot,
+          ...(opts.allow.length || credentials.length ? { network: { allow: opts.allow, ...(credentials.length ? { credentials } : {}) } } : {}),
+          metadata: keyValues(opts.metadata, '--metadata'),
+          env: keyValues(opts.env, '--env'),
+          ...(Object.keys(resources).length ? { resources } : {}),
+        });
+        if (opts.json) printJson(sbx.info);
+        else process.stdout.write(`${safe(sbx.id)}\n`);
+      },
+    );
+
+  program
+    .command('ls')
+    .description('list sandboxes')
+    .option('--metadata <k=v>', 'only sandboxes with this metadata, repeatable', collect, [])
+    .option('--state <state>', 'only sandboxes in this state (creating, running, hibernating, hibernated, dead)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { metadata: string[]; state?: 'running'; json?: boolean }) => {
+      const list = await Sandbox.list({ metadata: keyValues(opts.metadata, '--metadata'), state: opts.state });
+      if (opts.json) printJson(list);
+      else process.stdout.write(sandboxRows(list));
+    });
+
+  program
+    .command('info')
+    .description('show one sandbox')
+    .argument('<id>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const sbx = await Sandbox.connect(id);
+      if (opts.json) printJson(sbx.info);
+      else {
+        const i = sbx.info;
+        const lines: Array<[label: string, value: string]> = [
+          ['id', i.id],
+          ['state', i.state + (i.error ? ` (${i.error})` : '')],
+          ['template', `${i.template} (version ${i.templateVersion})`],
+          [
+            'boot',
+            {
+              cold: 'cold boot',
+              baked: 'restored from the baked image',
+              pool: 'claimed from the warm pool',
+              fork: `forked from ${i.source}`,
+              snapshot: `restored from snapshot ${i.source}`,
+            }[i.boot] ?? i.boot,
+          ],
+          ['created', i.createdAt],
+          ['expires', i.expiresAt],
+          ['idle', i.idleSeconds ? `hibernates after ${i.idleSeconds}s without activity` : 'never hibernates by itself'],
+          ['disk', i.diskBytes === undefined ? '-' : `${(i.diskBytes / 1e6).toFixed(1)} MB${i.state === 'hibernated' ? ' (its saved image)' : ''}`],
+          ['resources', `${i.resources.cpus} cpus, ${i.resources.memoryMB} MB memory, ${i.resources.pids} pids, ${i.resources.diskMB} MB disk`],
+          ['metadata', metadataText(i.metadata, ', ') || '-'],
+        ];
+        for (const [k, v] of lines) process.stdout.write(`${k.padEnd(10)} ${safe(v)}\n`);
+      }
+    });
+
+  program
+    .command('exec')
+    .description('run a command in a sandbox, streaming its output; exits with its exit code')
+    .argument('<id>')
+    .argument('<command...>', 'command and arguments (put them after --)')
+    .addOption(new Option('--timeout <seconds>', 'kill the command after this long').argParser(positiveNumber('--timeout')))
+    .option('--user <user>', 'run as this user (default user; root is allowed)')
+    .option('--cwd <dir>', "working directory (default the user's home)")
+    .option('--env <k=v>', 'environment variable, repeatable', collect, [])
+    .action(async (id: string, command: string[], opts: { timeout?: number; user?: string; cwd?: string; env: string[] }) => {
+      const sbx = await Sandbox.connect(id);
+      const r = await sbx.exec(command, {
+        timeoutSeconds: opts.timeout,
+        user: opts.user,
+        cwd: opts.cwd,
+        env: keyValues(opts.env, '--env'),
+        onStdout: (d) => process.stdout.write(d),
+        onStderr: (d) => process.stderr.write(d),
+      });
+      if (r.timedOut) process.stderr.write(`warren: command timed out after ${opts.timeout}s\n`);
+      process.exitCode = r.timedOut ? 124 : (r.exitCode ?? 1);
+    });
+
+  program
+    .command('cp')
+    .description('copy a file between the host and a sandbox (ID:/path on one side; - as host destination is stdout)')
+    .argument('<src>')
+    .argument('<dst>')
+    .option('--user <user>', 'act as this user inside the sandbox')
+    .action(async (src: string, dst: string, opts: { user?: string }) => {
+      const bytes = await copy(src, dst, opts.user);
+      if (dst !== '-') process.stderr.write(`copied ${bytes} bytes\n`);
+    });
+
+  program
+    .command('rm')
+    .description('kill and remove sandboxes')
+    .argument('<ids...>')
+    .action(async (ids: string[]) => {
+      for (const id of ids) {
+        await (await Sandbox.connect(id)).kill();
+        process.stdout.write(`${safe(id)}\n`);
+      }
+    });
+
+  program
+    .command('ttl')
+    .description("extend a sandbox's time to live, counted from now")
+    .argument('<id>')
+    .argument('<seconds>', 'new time to live', positiveInt('seconds'))
+    .action(async (id: string, seconds: number) => {
+      const info = await (await Sandbox.connect(id)).setTtl(seconds);
+      process.stdout.write(`${safe(id)} expires at ${safe(info.expiresAt)}\n`);
+    });
+
+  program
+    .command('doctor')
+    .description('check runsc, kernel features, storage, keys and the daemon; say how to fix what is missing')
+    .action(async () => {
+      process.exitCode = (await doctor()) ? 0 : 1;
+    });
+
+  registerTemplateCommands(program);
+  registerMachineCommands(program);
+  registerNetworkCommands(program);
+  registerWarmCommands(program);
+  registerUsageCommands(program);
+  registerLogCommands(program);
+  return program;
+}
+
+/** What `warren` prints and exits with when a command fails: 2 when something was not found. */
+export function failure(err: unknown): { message: string; exitCode: number } {
+  // The daemon's messages quote what callers and sandboxes sent (paths, keys, hosts).
+  return {
+    message: `warren: ${safe(err instanceof Error ? err.message : String(err))}\n`,
+    exitCode: err instanceof WarrenError && err.code === 'not_found' ? 2 : 1,
+  };
+}
