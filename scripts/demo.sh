@@ -98,4 +98,7 @@ $w rm "$net" >/dev/null
 kill $server 2>/dev/null || true
 rm -f "$tmp_port"
 trap - EXIT
+log "from Python (import warren): an agent's shell tool fixes a bug in a checkout at /work"
+python3 examples/python/shell_tool.py | sed 's/^/  /' | tail -8
+
 log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"
