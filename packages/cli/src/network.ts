@@ -1,6 +1,6 @@
 /** `warren net` and `warren egress`: a sandbox's egress policy and its audit log. */
 import type { Command } from 'commander';
-import { Sandbox, type EgressEntry, type NetworkPolicy } from '@warren/sdk';
+import { Sandbox, type EgressEntry, type NetworkPolicyView } from '@warren/sdk';
 import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 import { Option } from 'commander';
 import { collect, jsonText, positiveInt, printJson, safe, table } from './output.js';
@@ -23,7 +23,12 @@ export function registerNetworkCommands(program: Command): void {
     .command('net')
     .description('show or replace what a sandbox may reach through the egress proxy')
     .argument('<id>')
-    .option('--allow <rule>', 'DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT], repeatable; replaces the rules', collect, [])
+    .option(
+      '--allow <rule>',
+      'DOMAIN[:PORT], *.SUFFIX[:PORT], IP[/CIDR][:PORT] or a preset (@github, @npm, @pypi, @debian), repeatable; replaces the rules',
+      collect,
+      [],
+    )
     .option('--credential <spec>', `${CREDENTIAL_HELP}; replaces the credentials (without --allow the rules stay)`, collect, [])
     .option('--deny-all', 'remove every rule and credential: nothing outside is reachable')
     .option('--json', 'print JSON')
@@ -31,7 +36,7 @@ export function registerNetworkCommands(program: Command): void {
       if (opts.denyAll && (opts.allow.length || opts.credential.length)) throw new Error('give --allow/--credential or --deny-all, not both');
       const sbx = await Sandbox.connect(id);
       const credentials = parseCredentialFlags(opts.credential);
-      let policy: NetworkPolicy;
+      let policy: NetworkPolicyView;
       if (opts.denyAll) policy = await sbx.setNetwork({ allow: [] });
       else if (opts.allow.length || credentials.length) {
         // A PUT replaces the whole policy: credentials alone keep the current rules.
@@ -66,12 +71,18 @@ export function registerNetworkCommands(program: Command): void {
     });
 }
 
-function policyLines(policy: NetworkPolicy): string {
-  if (!policy.allow.length) return 'nothing allowed (all egress is refused)\n';
+/** One line per rule as given; a preset's expansion indented below it. */
+export function policyLines(policy: NetworkPolicyView): string {
+  const whose = policy.default ? `(the ${policy.default === 'template' ? "template's" : "daemon's"} default policy)\n` : '';
+  if (!policy.allow.length) return `${whose}nothing allowed (all egress is refused)\n`;
   const credentials = (policy.credentials ?? []).map(
     (c) => `credential ${safe(c.host)}: ${safe(Object.keys(c.headers).join(', '))} (values are kept by the daemon)\n`,
   );
-  return policy.allow.map((r) => `allow ${safe(r)}\n`).join('') + credentials.join('');
+  const rules = policy.allow.map((r) => {
+    const expansion = policy.presets?.[r];
+    return `allow ${safe(r)}${expansion ? `, which expands to:\n${expansion.map((x) => `    ${safe(x)}\n`).join('')}` : '\n'}`;
+  });
+  return whose + rules.join('') + credentials.join('');
 }
 
 function egressRows(entries: EgressEntry[], header: boolean): string {

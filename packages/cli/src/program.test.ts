@@ -545,7 +545,7 @@ test('template ls, rm and prune', async () => {
   });
   assert.equal(
     (await warren('template', 'ls')).out,
-    'NAME  VERSION  FROM  BUILT                START\nbase  v1       -     2024-05-01 12:00:00  -\napp   v2       base  -                    node s.js\n',
+    'NAME  VERSION  FROM  BUILT                START      NETWORK\nbase  v1       -     2024-05-01 12:00:00  -          -\napp   v2       base  -                    node s.js  -\n',
   );
   fake.on('DELETE', '/v1/templates/app');
   fake.on('DELETE', '/v1/templates/base', {

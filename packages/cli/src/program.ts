@@ -63,10 +63,11 @@ export function buildProgram(): Command {
     .option('--snapshot <id>', 'start from this snapshot instead of a template')
     .option(
       '--allow <rule>',
-      'let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT] or IP[/CIDR][:PORT] through the egress proxy, repeatable (default: nothing)',
+      "let the sandbox reach DOMAIN[:PORT], *.SUFFIX[:PORT], IP[/CIDR][:PORT] or a preset (@github, @npm, @pypi, @debian) through the egress proxy, repeatable (default: the template's default policy, else the daemon's, else nothing)",
       collect,
       [],
     )
+    .option('--deny-all', "no egress at all, whatever the template's or the daemon's default policy")
     .option('--credential <spec>', CREDENTIAL_HELP, collect, [])
     .option('--json', 'print the sandbox as JSON')
     .action(
@@ -82,9 +83,11 @@ export function buildProgram(): Command {
         idle?: number;
         snapshot?: string;
         allow: string[];
+        denyAll?: boolean;
         credential: string[];
         json?: boolean;
       }) => {
+        if (opts.denyAll && (opts.allow.length || opts.credential.length)) throw new Error('give --allow/--credential or --deny-all, not both');
         const credentials = parseCredentialFlags(opts.credential);
         // The daemon holds the bounds (static and this host's); it says which one a value breaks.
         const resources = {
@@ -98,7 +101,10 @@ export function buildProgram(): Command {
           ttlSeconds: opts.ttl,
           idleSeconds: opts.idle,
           snapshot: opts.snapshot,
-          ...(opts.allow.length || credentials.length ? { network: { allow: opts.allow, ...(credentials.length ? { credentials } : {}) } } : {}),
+          // No flag: no policy in the request, so the template's or the daemon's default applies.
+          ...(opts.allow.length || credentials.length || opts.denyAll
+            ? { network: { allow: opts.allow, ...(credentials.length ? { credentials } : {}) } }
+            : {}),
           metadata: keyValues(opts.metadata, '--metadata'),
           env: keyValues(opts.env, '--env'),
           ...(Object.keys(resources).length ? { resources } : {}),

@@ -128,9 +128,11 @@ async function buildLocal(recipe: Recipe, contextDir: string, print: (e: Templat
 }
 
 function templateRows(list: TemplateInfo[]): string {
-  const rows = [['NAME', 'VERSION', 'FROM', 'BUILT', 'START']];
+  const rows = [['NAME', 'VERSION', 'FROM', 'BUILT', 'START', 'NETWORK']];
   for (const t of list) {
-    rows.push([t.name, t.version, t.from ?? '-', (t.builtAt ?? '-').replace('T', ' ').slice(0, 19), t.start?.cmd ?? '-']);
+    // NETWORK: the default egress policy of its sandboxes ('-': none; 'none': an explicit empty one).
+    const network = t.network ? t.network.allow.join(',') || 'none' : '-';
+    rows.push([t.name, t.version, t.from ?? '-', (t.builtAt ?? '-').replace('T', ' ').slice(0, 19), t.start?.cmd ?? '-', network]);
   }
   return table(rows);
 }

@@ -1,6 +1,7 @@
 /** Daemon configuration from flags and environment, with the on-disk layout under home. */
 import path from 'node:path';
 import { DEFAULT_MAX_FORK_COUNT, WarrenError } from '@warren/protocol';
+import { checkAllow } from './network/presets.js';
 import { parseDnsServers } from './network/resolver.js';
 
 export const DEFAULT_HOME = '/var/lib/warren';
@@ -41,6 +42,11 @@ export interface DaemonConfig {
    * a test's own HTTPS server.
    */
   egressUpstreamCaFile?: string;
+  /**
+   * The egress policy of sandboxes whose create request and template give none
+   * (WARREN_DEFAULT_ALLOW: rules and presets, comma-separated); absent: they reach nothing.
+   */
+  defaultAllow?: string[];
 }
 
 const DEFAULT_PRICE_VCPU_HOUR = 0.054;
@@ -62,8 +68,20 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     priceGibHour: overrides.priceGibHour ?? price(env, 'WARREN_PRICE_GIB_HOUR', DEFAULT_PRICE_GIB_HOUR),
     egressDnsServers: overrides.egressDnsServers ?? (env.WARREN_EGRESS_DNS_SERVER ? parseDnsServers(env.WARREN_EGRESS_DNS_SERVER) : undefined),
     egressUpstreamCaFile: overrides.egressUpstreamCaFile ?? (env.WARREN_EGRESS_UPSTREAM_CA ? path.resolve(env.WARREN_EGRESS_UPSTREAM_CA) : undefined),
+    defaultAllow: overrides.defaultAllow ?? defaultAllow(env.WARREN_DEFAULT_ALLOW),
     templatesDir: path.resolve(overrides.templatesDir ?? env.WARREN_TEMPLATES ?? path.join(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME, 'templates')),
   };
+}
+
+/** WARREN_DEFAULT_ALLOW as a list, checked: a typo must stop the daemon, not open or close egress by surprise. */
+export function defaultAllow(text: string | undefined): string[] | undefined {
+  if (text === undefined || text.trim() === '') return undefined;
+  const rules = text
+    .split(',')
+    .map((r) => r.trim())
+    .filter(Boolean);
+  checkAllow(rules, 'WARREN_DEFAULT_ALLOW');
+  return rules;
 }
 
 /** A price from the environment; a typo must stop the daemon, not bill at NaN or at the default. */

@@ -26,6 +26,7 @@ import { SnapshotService } from './core/snapshots.js';
 import { recover } from './core/recovery.js';
 import { Registry } from './core/registry.js';
 import { SandboxService } from './core/sandboxes.js';
+import { hostSources, Presets } from './network/presets.js';
 import { measureHost } from './core/admission.js';
 import { UsageMeter } from './core/usage.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
@@ -69,6 +70,18 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   // One stray promise must not take every sandbox's control plane down with it; the bug is
   // logged loudly instead, and sandboxes survive a daemon restart anyway.
   process.on('unhandledRejection', (err) => log.error({ err: err instanceof Error ? err.stack : String(err) }, 'BUG: unhandled promise rejection'));
+  // Presets are read from this host's package manager configuration at first use (network/presets.ts).
+  const presets = new Presets(hostSources(), (name, r) =>
+    r.ok
+      ? log.info({ preset: name, rules: r.rules, ...(r.skipped.length ? { skipped: r.skipped } : {}) }, 'egress preset read from this host')
+      : log.warn({ preset: name, reason: r.reason }, 'egress preset has no hosts on this host'),
+  );
+  if (config.defaultAllow) {
+    // Expanded now, before anything is mounted or started, so a default naming a preset this
+    // host cannot give stops the daemon here.
+    const expanded = await presets.expand(config.defaultAllow, 'WARREN_DEFAULT_ALLOW');
+    log.info({ allow: expanded.given, expanded: expanded.rules }, 'default egress policy (WARREN_DEFAULT_ALLOW) for sandboxes created without one');
+  }
   for (const dir of [paths.runscRoot, paths.sandboxes, paths.bakes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = await acquireHomeLock(paths.lockSocket, config.home);
 
@@ -128,6 +141,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     egress,
     egressCa,
     capacity,
+    presets,
+    ...(config.defaultAllow ? { defaultAllow: config.defaultAllow } : {}),
   });
   const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);

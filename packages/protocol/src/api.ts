@@ -101,7 +101,10 @@ export const CreateSandboxRequest = z
     idleSeconds: idleSeconds.optional(),
     /** Start from this snapshot (its template, files, memory and processes) instead of the template. */
     snapshot: snapshotId.optional(),
-    /** Egress policy; absent: the sandbox reaches nothing outside itself. */
+    /**
+     * Egress policy; absent: the template's default, else the daemon's, else the sandbox
+     * reaches nothing outside itself. `{ allow: [] }` is explicit: nothing, whatever the defaults.
+     */
     network: z.lazy(() => NetworkPolicy).optional(),
   })
   .strict();
@@ -427,8 +430,10 @@ export interface UsageReport {
 
 /**
  * What a sandbox may reach, through the daemon's egress proxy: rules `DOMAIN[:PORT]`,
- * `*.SUFFIX[:PORT]`, `IP[:PORT]` or `IP/CIDR[:PORT]`; everything else is refused. An empty
- * list refuses everything (the default).
+ * `*.SUFFIX[:PORT]`, `IP[:PORT]` or `IP/CIDR[:PORT]`, or presets (`@github`, `@npm`,
+ * `@pypi`, `@debian`) that the daemon expands into such rules; everything else is refused.
+ * An empty list refuses everything. Absent at create: the template's default, else the
+ * daemon's (WARREN_DEFAULT_ALLOW), else nothing (docs/network.md).
  */
 export const NetworkPolicy = z
   .object({
@@ -441,6 +446,16 @@ export const NetworkPolicy = z
   })
   .strict();
 export type NetworkPolicy = z.infer<typeof NetworkPolicy>;
+
+/** A sandbox's policy as GET and PUT `/v1/sandboxes/:id/network` return it. */
+export interface NetworkPolicyView extends NetworkPolicy {
+  /** Only when `allow` names presets: every rule the proxy applies, presets expanded, in order. */
+  expanded?: string[];
+  /** Only when `allow` names presets: the rules each expanded to when the policy was set. */
+  presets?: Record<string, string[]>;
+  /** Only for a default policy: whose it is (the template's recipe, or WARREN_DEFAULT_ALLOW). */
+  default?: 'template' | 'daemon';
+}
 
 /**
  * Credential brokering: `headers` are added to (or replace those of) every request the

@@ -85,6 +85,14 @@ export const ReadyCheck = z
   .refine((r) => (r.cmd === undefined) !== (r.port === undefined), 'give exactly one of cmd and port');
 export type ReadyCheck = z.output<typeof ReadyCheck>;
 
+/**
+ * The egress policy the template's sandboxes get when their create request gives none: rules
+ * and presets as in a create's `network.allow` (no credentials: a recipe is no place for
+ * secrets). Checked at build; presets are expanded at each create, on the daemon's host.
+ */
+export const TemplateNetwork = z.object({ allow: z.array(z.string().min(1).max(300)).max(256) }).strict();
+export type TemplateNetwork = z.infer<typeof TemplateNetwork>;
+
 const recipeShape = {
   name: TemplateName,
   /** 'debian:bookworm' or the name of an installed template. */
@@ -96,6 +104,7 @@ const recipeShape = {
   steps: z.array(RecipeStep).max(64).default([]),
   start: StartCommand.optional(),
   ready: ReadyCheck.optional(),
+  network: TemplateNetwork.optional(),
 };
 
 function includeOnlyWithDebian(r: { from: string; include?: string[] }, ctx: z.RefinementCtx): void {
@@ -122,8 +131,9 @@ export type BuildTemplateRequest = z.input<typeof BuildTemplateRequest>;
 /**
  * <templatesDir>/<name>/<version>/manifest.json, and what the API returns for a template.
  * `env`, `workdir` and `user` are the runtime defaults the recipe's steps left behind;
- * `start` and `ready` are what baking runs. Templates built from another template inherit
- * all of these unless their recipe sets them.
+ * `start` and `ready` are what baking runs; `network` is its sandboxes' default egress
+ * policy. Templates built from another template inherit all of these unless their recipe
+ * sets them.
  */
 export interface TemplateManifest {
   name: string;
@@ -139,6 +149,8 @@ export interface TemplateManifest {
   user?: string;
   start?: StartCommand;
   ready?: { cmd?: string; port?: number; timeoutSeconds: number };
+  /** The default egress policy of its sandboxes (docs/network.md); absent: none. */
+  network?: TemplateNetwork;
   /** The cached build layers this version was made from (their dirs under .layers); kept by a prune. Missing in versions built before prune existed. */
   layers?: string[];
 }

@@ -1,13 +1,13 @@
 export { Sandbox, type ExecOptions, type BackgroundOptions, type CreateOptions, type ForkOptions } from './sandbox.js';
 export { Snapshots } from './snapshots.js';
-export type { SnapshotInfo, ForkResult, NetworkPolicy, CredentialRule, EgressEntry } from '@warren/protocol';
+export type { SnapshotInfo, ForkResult, NetworkPolicy, NetworkPolicyView, CredentialRule, EgressEntry } from '@warren/protocol';
 export { Files, type FileOptions, type WriteData } from './files.js';
 export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';
 export * from './errors.js';
 export type { ExecResult, SandboxInfo, FileStat, ProcessInfo, ProcessOutput, Resources } from '@warren/protocol';
 export { Template, TemplateBuildError, type BuildOptions, type TemplateBuildErrorOptions } from './template.js';
-export type { Recipe, RecipeStep, TemplateBuildEvent, TemplateInfo } from '@warren/protocol';
+export type { Recipe, RecipeStep, TemplateBuildEvent, TemplateInfo, TemplateNetwork } from '@warren/protocol';
 export { getPool, setPoolSize, getBake, bake } from './warm.js';
 export type { PoolInfo, BakeInfo, BootKind } from '@warren/protocol';
 export { getUsage, type UsageOptions } from './usage.js';

@@ -8,6 +8,7 @@ import type {
   ForkResult,
   Metadata,
   NetworkPolicy,
+  NetworkPolicyView,
   PortUrl,
   SandboxInfo,
   SandboxList,
@@ -204,23 +205,26 @@ export class Sandbox {
   }
 
   /**
-   * The egress policy: what the sandbox may reach through the daemon's proxy. Credential
-   * header values are never returned (each shows as '[redacted]').
+   * The egress policy: what the sandbox may reach through the daemon's proxy. `allow` is as
+   * given (presets by name); when it names presets, `expanded` holds every rule the proxy
+   * applies and `presets` what each expanded to; `default` says whose default it is, if it
+   * is one. Credential header values are never returned (each shows as '[redacted]').
    */
-  async getNetwork(): Promise<NetworkPolicy> {
-    return this.http.json<NetworkPolicy>('GET', `/v1/sandboxes/${this.id}/network`);
+  async getNetwork(): Promise<NetworkPolicyView> {
+    return this.http.json<NetworkPolicyView>('GET', `/v1/sandboxes/${this.id}/network`);
   }
 
   /**
    * Replaces the egress policy (`allow: []` refuses everything). Open connections end; new
    * ones follow the new rules. `credentials` replace the sandbox's credentials too (absent:
    * none): the daemon adds those headers to requests to that host, and the values never
-   * enter the sandbox (docs/network.md).
-   * @example await sbx.setNetwork({ allow: ['registry.npmjs.org', '*.github.com:443'] })
+   * enter the sandbox (docs/network.md). Presets (`@github`, `@npm`, `@pypi`, `@debian`)
+   * stand for the hosts the daemon's host is configured for.
+   * @example await sbx.setNetwork({ allow: ['@github', '@npm', 'pkg.example.com:443'] })
    * @example await sbx.setNetwork({ allow: ['api.example.com:443'], credentials: [{ host: 'api.example.com:443', headers: { Authorization: `Bearer ${token}` } }] })
    */
-  async setNetwork(policy: NetworkPolicy): Promise<NetworkPolicy> {
-    return this.http.json<NetworkPolicy>('PUT', `/v1/sandboxes/${this.id}/network`, { json: policy });
+  async setNetwork(policy: NetworkPolicy): Promise<NetworkPolicyView> {
+    return this.http.json<NetworkPolicyView>('PUT', `/v1/sandboxes/${this.id}/network`, { json: policy });
   }
 
   /** Egress attempts (allowed and refused), oldest first, after the entry id `after`. */

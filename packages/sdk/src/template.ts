@@ -14,6 +14,7 @@ import {
   type TemplateBuildEvent,
   type TemplateInfo,
   type TemplateList,
+  type TemplateNetwork,
 } from '@warren/protocol';
 import { HttpClient, ndjson, type ConnectionOptions } from './client.js';
 import { NetworkError, UnavailableError, WarrenError, type WarrenErrorOptions } from './errors.js';
@@ -115,6 +116,15 @@ export class Template {
   /** Ready once this shell command exits 0 inside the sandbox. */
   readyCommand(cmd: string, opts: { timeoutSeconds?: number } = {}): Template {
     return new Template({ ...this.recipe, ready: { cmd, ...opts } });
+  }
+
+  /**
+   * The egress policy of the template's sandboxes when their create gives none: rules and
+   * presets (`@github`, `@npm`, `@pypi`, `@debian`), expanded at each create on the daemon's
+   * host. `{ allow: [] }` overrides a base template's default with none.
+   */
+  network(policy: TemplateNetwork): Template {
+    return new Template({ ...this.recipe, network: policy });
   }
 
   /** The recipe as JSON (what `warren template build` reads from a file). */

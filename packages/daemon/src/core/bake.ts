@@ -33,6 +33,8 @@ export interface TemplateRuntime {
   user?: string;
   start?: { cmd: string; user?: string; cwd?: string };
   ready?: { cmd?: string; port?: number; timeoutSeconds?: number };
+  /** The default egress policy of the version's sandboxes. */
+  network?: { allow: string[] };
 }
 
 /** Manifests by rootfs: a version never changes (it is its recipe's hash), so read once. */
@@ -52,7 +54,7 @@ export function templateRuntime(rootfs: string): TemplateRuntime {
   } catch (err) {
     throw new WarrenError('internal', `cannot read the manifest of template version ${path.basename(path.dirname(rootfs))}`, { cause: err });
   }
-  const runtime: TemplateRuntime = { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready };
+  const runtime: TemplateRuntime = { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready, network: m.network };
   runtimes.set(rootfs, runtime);
   return runtime;
 }

@@ -57,3 +57,20 @@ test('registry filters by metadata and state, pages by id, finds expired records
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('registry keeps how a policy was given beside the rules the proxy applies', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-reg-'));
+  const reg = new Registry(path.join(dir, 'db'));
+  try {
+    const given = { allow: ['@npm', 'api.example.com:443'], presets: { '@npm': ['pkg.example.com:443'] }, default: 'template' as const };
+    reg.insert({ ...record('sb-p', {}), network: ['pkg.example.com:443', 'api.example.com:443'], networkGiven: given });
+    assert.deepEqual(reg.get('sb-p')?.networkGiven, given);
+    assert.deepEqual(reg.get('sb-p')?.network, ['pkg.example.com:443', 'api.example.com:443']);
+    reg.setNetwork('sb-p', ['api.example.com:443']);
+    assert.equal(reg.get('sb-p')?.networkGiven, undefined, 'a policy given as plain rules has nothing beside them');
+    assert.equal('networkGiven' in reg.get('sb-p')!, false);
+  } finally {
+    reg.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

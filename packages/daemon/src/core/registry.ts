@@ -23,13 +23,28 @@ export interface SandboxRecord {
   idleSeconds?: number;
   /** The parent sandbox (boot 'fork') or snapshot (boot 'snapshot'). */
   source?: string;
-  /** Egress allow rules (validated); empty: nothing outside is reachable. */
+  /** Egress allow rules as the proxy applies them (validated, presets expanded); empty: nothing outside is reachable. */
   network: string[];
+  /**
+   * The policy as it was given, when that is not just `network`: it named presets, or it is
+   * a default (the template's or the daemon's). Absent: `network` is what the request gave.
+   */
+  networkGiven?: NetworkGiven;
   /**
    * Credential rules (validated, with their secret values): the daemon's registry is the only
    * place they are kept. Absent or empty: none.
    */
   credentials?: CredentialRule[];
+}
+
+/** How a policy was given (network/presets.ts expands it into SandboxRecord.network). */
+export interface NetworkGiven {
+  /** Rules normalised, presets by name. */
+  allow: string[];
+  /** The rules each preset expanded to when the policy was set; absent: none named. */
+  presets?: Record<string, string[]>;
+  /** A default policy: the template's or the daemon's (WARREN_DEFAULT_ALLOW). */
+  default?: 'template' | 'daemon';
 }
 
 /** A saved sandbox (memory, processes, files) that new sandboxes can start from. */
@@ -62,6 +77,7 @@ interface Row {
   idle_seconds: number | null;
   source: string | null;
   network: string;
+  network_given: string | null;
   credentials: string;
 }
 
@@ -127,6 +143,7 @@ export class Registry {
     if (!columns.includes('source')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN source TEXT');
     if (!columns.includes('network')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT '[]'");
     if (!columns.includes('credentials')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN credentials TEXT NOT NULL DEFAULT '[]'");
+    if (!columns.includes('network_given')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN network_given TEXT');
   }
 
   /** The same database, for stores that keep their own tables in it (core/usage.ts). */
@@ -141,8 +158,8 @@ export class Registry {
   insert(r: SandboxRecord): void {
     this.db
       .prepare(
-        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source, network, credentials)
-         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source, @network, @credentials)`,
+        `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source, network, network_given, credentials)
+         VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source, @network, @network_given, @credentials)`,
       )
       .run(toRow(r));
   }
@@ -160,8 +177,10 @@ export class Registry {
     this.db.prepare('UPDATE sandboxes SET boot = ? WHERE id = ?').run(boot, id);
   }
 
-  setNetwork(id: string, rules: string[], credentials: CredentialRule[] = []): void {
-    this.db.prepare('UPDATE sandboxes SET network = ?, credentials = ? WHERE id = ?').run(JSON.stringify(rules), JSON.stringify(credentials), id);
+  setNetwork(id: string, rules: string[], credentials: CredentialRule[] = [], given?: NetworkGiven): void {
+    this.db
+      .prepare('UPDATE sandboxes SET network = ?, network_given = ?, credentials = ? WHERE id = ?')
+      .run(JSON.stringify(rules), given ? JSON.stringify(given) : null, JSON.stringify(credentials), id);
   }
 
   setExpiry(id: string, expiresAt: number): void {
@@ -280,6 +299,7 @@ function toRow(r: SandboxRecord): Row {
     idle_seconds: r.idleSeconds ?? null,
     source: r.source ?? null,
     network: JSON.stringify(r.network),
+    network_given: r.networkGiven ? JSON.stringify(r.networkGiven) : null,
     credentials: JSON.stringify(r.credentials ?? []),
   };
 }
@@ -301,6 +321,7 @@ function fromRow(row: Row): SandboxRecord {
     ...(row.idle_seconds !== null ? { idleSeconds: row.idle_seconds } : {}),
     ...(row.source !== null ? { source: row.source } : {}),
     network: JSON.parse(row.network) as string[],
+    ...(row.network_given ? { networkGiven: JSON.parse(row.network_given) as NetworkGiven } : {}),
     ...(row.credentials && row.credentials !== '[]' ? { credentials: JSON.parse(row.credentials) as CredentialRule[] } : {}),
   };
 }

@@ -19,8 +19,10 @@ import {
   type ForkResult,
   DEFAULT_MAX_FORK_COUNT,
   type NetworkPolicy,
+  type NetworkPolicyView,
 } from '@warren/protocol';
-import { parsePolicy, policyRules, type EgressPolicy } from '../network/policy.js';
+import { parsePolicy, type EgressPolicy } from '../network/policy.js';
+import { Presets } from '../network/presets.js';
 import { credentialRules, parseCredentials, redactedCredentials } from '../network/credentials.js';
 import { installEgressCa, TRUST_ENV } from './egress-trust.js';
 import { CONNECT_HELPER_PATH, EGRESS_PROXY_PORT, type GuestOps, type TcpForward } from '@warren/protocol';
@@ -33,7 +35,7 @@ import { hasStartState, startTemplateCold, templateRuntime, type BakedImages } f
 import { GuestClient } from './guest-client.js';
 import { newId } from './ids.js';
 import { requireState, type Operation } from './lifecycle.js';
-import type { Registry, SandboxRecord } from './registry.js';
+import type { NetworkGiven, Registry, SandboxRecord } from './registry.js';
 import { Cleanup } from './cleanup.js';
 import { ImageStore } from './images.js';
 import { admitResources, defaultResources, type HostCapacity } from './admission.js';
@@ -84,7 +86,14 @@ export interface SandboxServiceOptions {
   egress?: EgressServer;
   /** Per-sandbox CAs for credential brokering (network/ca.ts); without it credentials are refused. */
   egressCa?: EgressCaStore;
+  /** Expands `@github` and the like (network/presets.ts); default: read from this host. */
+  presets?: Presets;
+  /** The policy of a create that gives none and whose template has none (WARREN_DEFAULT_ALLOW). */
+  defaultAllow?: string[];
 }
+
+/** A sandbox record's egress fields, from a policy as given. */
+type PolicyFields = Pick<SandboxRecord, 'network' | 'networkGiven' | 'credentials'>;
 
 /** What the sandbox service needs of the per-sandbox CA store. */
 export interface EgressCaStore {
@@ -139,9 +148,11 @@ export class SandboxService {
   private lastActive = new Map<string, number>();
   /** What a create leaves out: the protocol's defaults, cut down to this host. */
   private readonly defaults: ResolvedResources;
+  private readonly presets: Presets;
 
   constructor(private opts: SandboxServiceOptions) {
     this.defaults = defaultResources(opts.capacity);
+    this.presets = opts.presets ?? new Presets();
   }
 
   startHeartbeat(): void {
@@ -156,6 +167,7 @@ export class SandboxService {
     const resources: ResolvedResources = { ...this.defaults, ...(req.resources ?? {}) };
     // Before a pool member is claimed or anything registered: a refusal leaves no trace.
     admitResources(resources, this.opts.capacity);
+    const policy = await this.createPolicy(req.network, template.name, template.network);
     const member = this.opts.pool?.claim(template);
     const record: SandboxRecord = {
       id: member?.id ?? newId('sb'),
@@ -170,7 +182,7 @@ export class SandboxService {
       apiKeyId,
       boot: member ? 'pool' : 'cold',
       ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
-      ...egressPolicy(req.network),
+      ...policy,
     };
     const log = this.opts.log.child({ sandbox: record.id });
     const undo = this.beginCreate(record, log);
@@ -265,9 +277,11 @@ export class SandboxService {
     const resources = { ...snap.resources, ...(req.resources ?? {}) };
     // The snapshot's own values may come from another host or an older daemon.
     admitResources(resources, this.opts.capacity, `snapshot ${snap.id}`, req.resources);
+    // The request's policy, else the default of the template version the snapshot was taken from.
+    const policy = await this.createPolicy(req.network, snap.template, templateRuntime(snap.rootfs).network);
     return this.createFromImage(
       // Billed to whoever creates it, not to whoever took the snapshot.
-      recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources }, 'snapshot', snap.id),
+      recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources }, 'snapshot', snap.id, policy),
       { image: ImageStore.imagePath(dir), kind: 'snapshot' },
     );
   }
@@ -671,8 +685,32 @@ export class SandboxService {
   }
 
   /** The policy as the API shows it: credential values are never given back. */
-  getNetwork(id: string): NetworkPolicy {
+  getNetwork(id: string): NetworkPolicyView {
     return networkView(this.record(id, 'get'));
+  }
+
+  /**
+   * The egress fields of a new sandbox: the request's policy if it gives one (even an empty
+   * list), else its template's default, else the daemon's (WARREN_DEFAULT_ALLOW), else none.
+   */
+  private async createPolicy(requested: NetworkPolicy | undefined, template: string, templateDefault: { allow: string[] } | undefined): Promise<PolicyFields> {
+    if (requested) return this.policyFields(requested);
+    if (templateDefault) return this.policyFields(templateDefault, 'template', `template '${template}' network.allow`);
+    if (this.opts.defaultAllow) return this.policyFields({ allow: this.opts.defaultAllow }, 'daemon', 'WARREN_DEFAULT_ALLOW');
+    return { network: [] };
+  }
+
+  /**
+   * A policy's allow rules (presets expanded) and credentials, validated: 400 naming a bad
+   * rule, field or unknown preset, 409 for a preset this host's configuration gives no hosts.
+   */
+  private async policyFields(policy: NetworkPolicy, from?: NetworkGiven['default'], field = 'network.allow'): Promise<PolicyFields> {
+    const expanded = await this.presets.expand(policy.allow, field);
+    const credentials = credentialRules(parseCredentials(policy.credentials, parsePolicy(expanded.rules)));
+    const named = Object.keys(expanded.presets).length > 0;
+    const given: NetworkGiven | undefined =
+      named || from ? { allow: expanded.given, ...(named ? { presets: expanded.presets } : {}), ...(from ? { default: from } : {}) } : undefined;
+    return { network: expanded.rules, ...(given ? { networkGiven: given } : {}), ...(credentials.length ? { credentials } : {}) };
   }
 
   private caStore(): EgressCaStore {
@@ -684,9 +722,9 @@ export class SandboxService {
    * Replaces the sandbox's egress policy. New connections follow it at once; open ones are
    * ended, so a tightened policy leaves nothing it no longer allows.
    */
-  async setNetwork(id: string, policy: NetworkPolicy): Promise<NetworkPolicy> {
+  async setNetwork(id: string, policy: NetworkPolicy): Promise<NetworkPolicyView> {
     const before = this.record(id, 'setNetwork');
-    const next = egressPolicy(policy);
+    const next = await this.policyFields(policy);
     if (next.credentials?.length) this.caStore();
     // Credentials on a sandbox that had none: it must trust its egress CA before any request
     // is terminated with it (a hibernated sandbox is resumed for that; one still being
@@ -696,10 +734,13 @@ export class SandboxService {
       await this.bind({ ...this.record(id, 'setNetwork'), credentials: next.credentials });
     }
     const rules = next.network;
-    this.opts.registry.setNetwork(id, rules, next.credentials);
+    this.opts.registry.setNetwork(id, rules, next.credentials, next.networkGiven);
     this.opts.egress?.closeAll(id);
     // Hosts only: the values are secrets and stay out of logs.
-    this.opts.log.info({ sandbox: id, allow: rules, credentialHosts: next.credentials?.map((c) => c.host) ?? [] }, 'network policy changed');
+    this.opts.log.info(
+      { sandbox: id, allow: next.networkGiven?.allow ?? rules, expanded: rules, credentialHosts: next.credentials?.map((c) => c.host) ?? [] },
+      'network policy changed',
+    );
     // A hibernated sandbox gets its forwarders when it resumes. The policy already applies
     // either way: this only moves listeners.
     const live = this.live.get(id);
@@ -922,20 +963,17 @@ async function settleLimited<T>(limit: number, count: number, task: () => Promis
  * template version, env, resources and key, with the request's ttl, metadata and idleSeconds.
  */
 function recordFromImage(
-  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & {
-    network?: string[];
-    credentials?: SandboxRecord['credentials'];
-  },
+  from: Pick<SandboxRecord, 'template' | 'rootfs' | 'env' | 'resources' | 'metadata' | 'apiKeyId'> & Partial<PolicyFields>,
   req: {
     ttlSeconds?: number;
     metadata?: SandboxRecord['metadata'];
     idleSeconds?: number;
     env?: Record<string, string>;
     resources?: ResolvedResources;
-    network?: NetworkPolicy;
   },
   boot: BootKind,
   source: string,
+  policy?: PolicyFields,
 ): SandboxRecord {
   const now = Date.now();
   return {
@@ -952,27 +990,28 @@ function recordFromImage(
     boot,
     source,
     ...(req.idleSeconds ? { idleSeconds: req.idleSeconds } : {}),
-    // A fork keeps its parent's policy, credentials included; a snapshot's sandbox gets the
-    // request's (default: none).
-    ...(req.network ? egressPolicy(req.network) : { network: from.network ?? [], ...(from.credentials?.length ? { credentials: from.credentials } : {}) }),
+    // A fork keeps its parent's policy, credentials and how it was given included; a
+    // snapshot's sandbox gets the one its create resolved (createPolicy).
+    ...(policy ?? {
+      network: from.network ?? [],
+      ...(from.networkGiven ? { networkGiven: from.networkGiven } : {}),
+      ...(from.credentials?.length ? { credentials: from.credentials } : {}),
+    }),
   };
 }
 
 /**
- * The request's allow rules and credentials, validated (400 naming a bad rule or field);
- * none: nothing is reachable.
+ * The policy as GET and PUT show it: the allow list as given, the expansion when it names
+ * presets, whose default it is, and credential headers by name only.
  */
-function egressPolicy(policy: NetworkPolicy | undefined): Pick<SandboxRecord, 'network' | 'credentials'> {
-  if (!policy) return { network: [] };
-  const parsed = parsePolicy(policy.allow);
-  const credentials = credentialRules(parseCredentials(policy.credentials, parsed));
-  return { network: policyRules(parsed), ...(credentials.length ? { credentials } : {}) };
-}
-
-/** The policy as GET and PUT show it: credential headers by name only. */
-function networkView(r: SandboxRecord): NetworkPolicy {
-  if (!r.credentials?.length) return { allow: r.network };
-  return { allow: r.network, credentials: redactedCredentials(parseCredentials(r.credentials, parsePolicy(r.network))) };
+function networkView(r: SandboxRecord): NetworkPolicyView {
+  const given = r.networkGiven;
+  return {
+    allow: given?.allow ?? r.network,
+    ...(given?.presets ? { expanded: r.network, presets: given.presets } : {}),
+    ...(given?.default ? { default: given.default } : {}),
+    ...(r.credentials?.length ? { credentials: redactedCredentials(parseCredentials(r.credentials, parsePolicy(r.network))) } : {}),
+  };
 }
 
 /** The template version a sandbox is pinned to, as boot() takes it (from its record). */

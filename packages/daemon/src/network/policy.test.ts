@@ -22,9 +22,9 @@ const addr = (p: EgressPolicy, address: string, port: number, local: string[] = 
 test('parsePolicy accepts every rule form and normalises it', () => {
   const policy = parsePolicy([
     'Example.COM.',
-    'registry.npmjs.org:443',
+    'pkg.example.com:443',
     '*.GitHub.com',
-    '*.pythonhosted.org:443',
+    '*.files.example.net:443',
     '203.0.113.7',
     '198.51.100.9:5432',
     '10.0.0.0/8',
@@ -39,9 +39,9 @@ test('parsePolicy accepts every rule form and normalises it', () => {
   ]);
   assert.deepEqual(policyRules(policy), [
     'example.com',
-    'registry.npmjs.org:443',
+    'pkg.example.com:443',
     '*.github.com',
-    '*.pythonhosted.org:443',
+    '*.files.example.net:443',
     '203.0.113.7',
     '198.51.100.9:5432',
     '10.0.0.0/8',

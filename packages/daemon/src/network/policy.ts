@@ -63,7 +63,7 @@ export interface EgressPolicy {
   credentials?: Credential[];
 }
 
-const MAX_RULES = 256;
+export const MAX_RULES = 256;
 /** A rule must be at least this narrow to open a local address (see the module comment). */
 const MIN_LOCAL_PREFIX = 8;
 

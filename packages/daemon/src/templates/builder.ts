@@ -323,6 +323,7 @@ export class TemplateBuilder {
         ...(plan.final.user ? { user: plan.final.user } : {}),
         ...(plan.final.start ? { start: plan.final.start } : {}),
         ...(plan.final.ready ? { ready: plan.final.ready } : {}),
+        ...(plan.final.network ? { network: plan.final.network } : {}),
         // Every step but a template `from` left a layer dir (env and the like only a marker).
         layers: plan.steps.filter((s) => !(s.kind === 'from' && plan.base.kind === 'template')).map((s) => path.basename(this.layerDir(s.key))),
       };

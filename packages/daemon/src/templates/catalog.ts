@@ -6,7 +6,7 @@
  */
 import { existsSync, readdirSync, readFileSync, realpathSync, statSync } from 'node:fs';
 import path from 'node:path';
-import { TEMPLATE_NAME_PATTERN, WarrenError, type StartCommand, type TemplateManifest } from '@warren/protocol';
+import { TEMPLATE_NAME_PATTERN, WarrenError, type StartCommand, type TemplateManifest, type TemplateNetwork } from '@warren/protocol';
 
 export interface TemplateInfo {
   name: string;
@@ -23,6 +23,8 @@ export interface TemplateInfo {
   user?: string;
   start?: StartCommand;
   ready?: { cmd?: string; port?: number; timeoutSeconds: number };
+  /** The default egress policy of its sandboxes (a create without `network` gets it). */
+  network?: TemplateNetwork;
 }
 
 export class TemplateCatalog {

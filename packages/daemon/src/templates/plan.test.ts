@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Recipe, type RecipeStep } from '@warren/protocol';
 import { TemplateCatalog } from './catalog.js';
+import { canonicalJson, sha256 } from './hashing.js';
 import { planBuild } from './plan.js';
 
 function fixture(): { dir: string; catalog: TemplateCatalog; ctx: string } {
@@ -88,6 +89,40 @@ test('plan refuses unknown bases and copy sources that are missing or outside th
       planBuild(Recipe.parse({ name: 't', from: 'base', steps: [{ type: 'copy', src: 'f.txt', dest: '/x' }] }), catalog),
       /contextDir: required/,
     );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a network default is checked, hashed only when present, and inherited from the base template', async () => {
+  const { dir, catalog } = fixture();
+  try {
+    const plan = (extra: object = {}) => planBuild(Recipe.parse({ name: 't', from: 'base', ...extra }), catalog);
+    const none = await plan();
+    assert.equal(none.final.network, undefined);
+    // Versions built before the field existed keep their hash: it is the hash of layers, start and ready alone.
+    assert.equal(none.recipeHash, sha256(canonicalJson({ layers: none.steps.at(-1)!.key, start: null, ready: null })));
+    const withNet = await plan({ network: { allow: ['@github', ' api.example.com:443 '] } });
+    assert.deepEqual(withNet.final.network, { allow: ['@github', 'api.example.com:443'] });
+    assert.notEqual(withNet.version, none.version);
+    assert.deepEqual(
+      withNet.steps.map((s) => s.key),
+      none.steps.map((s) => s.key),
+      'no step re-runs',
+    );
+    const empty = await plan({ network: { allow: [] } });
+    assert.deepEqual(empty.final.network, { allow: [] });
+    assert.notEqual(empty.version, none.version);
+    await assert.rejects(plan({ network: { allow: ['@nope'] } }), /network\.allow: unknown preset '@nope' \(known presets: @github, @npm, @pypi, @debian\)/);
+    await assert.rejects(plan({ network: { allow: ['*'] } }), /network\.allow: '\*' is not a valid rule/);
+
+    // A template built from one with a default inherits it unless its recipe sets one.
+    const v = path.join(dir, 'templates', 'netbase', 'bbbbbbbbbbbb');
+    mkdirSync(path.join(v, 'rootfs'), { recursive: true });
+    writeFileSync(path.join(v, 'manifest.json'), JSON.stringify({ name: 'netbase', version: 'bbbbbbbbbbbb', env: {}, network: { allow: ['@npm'] } }));
+    symlinkSync('bbbbbbbbbbbb', path.join(dir, 'templates', 'netbase', 'current'));
+    assert.deepEqual((await planBuild(Recipe.parse({ name: 'c', from: 'netbase' }), catalog)).final.network, { allow: ['@npm'] });
+    assert.deepEqual((await planBuild(Recipe.parse({ name: 'c', from: 'netbase', network: { allow: [] } }), catalog)).final.network, { allow: [] });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

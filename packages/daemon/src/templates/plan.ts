@@ -15,7 +15,9 @@ import {
   type ResolvedRecipe,
   type StartCommand,
   type TemplateManifest,
+  type TemplateNetwork,
 } from '@warren/protocol';
+import { checkAllow } from '../network/presets.js';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import { canonicalJson, hashSource, sha256 } from './hashing.js';
 
@@ -46,8 +48,8 @@ export interface BuildPlan {
   from: string;
   base: { kind: 'debian'; include: string[] } | { kind: 'template'; template: TemplateInfo };
   steps: PlannedStep[];
-  /** The runtime defaults and start/ready the manifest will carry. */
-  final: StepContext & { start?: StartCommand; ready?: TemplateManifest['ready'] };
+  /** The runtime defaults, start/ready and default egress policy the manifest will carry. */
+  final: StepContext & { start?: StartCommand; ready?: TemplateManifest['ready']; network?: TemplateNetwork };
   recipeHash: string;
   version: string;
 }
@@ -55,7 +57,9 @@ export interface BuildPlan {
 export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }, catalog: TemplateCatalog): Promise<BuildPlan> {
   let base: BuildPlan['base'];
   let context: StepContext = { env: {} };
-  let inherited: Pick<BuildPlan['final'], 'start' | 'ready'> = {};
+  let inherited: Pick<BuildPlan['final'], 'start' | 'ready' | 'network'> = {};
+  // Rules and preset names now, as a 400 before anything runs; presets expand at each create.
+  if (recipe.network) checkAllow(recipe.network.allow, 'network.allow');
   let key: string;
   let description: string;
   if (recipe.from === DEBIAN_BASE) {
@@ -74,7 +78,7 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
     }
     base = { kind: 'template', template };
     context = { env: { ...template.env }, workdir: template.workdir, user: template.user };
-    inherited = { start: template.start, ready: template.ready };
+    inherited = { start: template.start, ready: template.ready, ...(template.network ? { network: template.network } : {}) };
     key = sha256(canonicalJson({ format: LAYER_FORMAT, from: template.name, version: template.version, recipeHash: template.recipeHash ?? null }));
     description = `from ${template.name} (${template.version})`;
   }
@@ -92,8 +96,17 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
     steps.push({ number: i + 2, kind: step.type, description: describe(step), key, step, copySource, context });
     context = apply(context, step);
   }
-  const final = { ...context, ...inherited, ...(recipe.start ? { start: recipe.start } : {}), ...(recipe.ready ? { ready: recipe.ready } : {}) };
-  const recipeHash = sha256(canonicalJson({ layers: key, start: final.start ?? null, ready: final.ready ?? null }));
+  const final = {
+    ...context,
+    ...inherited,
+    ...(recipe.start ? { start: recipe.start } : {}),
+    ...(recipe.ready ? { ready: recipe.ready } : {}),
+    ...(recipe.network ? { network: { allow: recipe.network.allow.map((r) => r.trim()) } } : {}),
+  };
+  // The network default is hashed only when there is one, so versions built before it existed keep their hash.
+  const recipeHash = sha256(
+    canonicalJson({ layers: key, start: final.start ?? null, ready: final.ready ?? null, ...(final.network ? { network: final.network } : {}) }),
+  );
   return { name: recipe.name, from: recipe.from, base, steps, final, recipeHash, version: recipeHash.slice(0, 12) };
 }
 
