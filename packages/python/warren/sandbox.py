@@ -301,7 +301,7 @@ class Sandbox:
         """Replaces the egress policy (`allow=[]` refuses everything) and the credentials
         (absent: none). Open connections end; new ones follow the new rules.
 
-            sbx.set_network(["registry.npmjs.org", "*.github.com:443"])
+            sbx.set_network(["@npm", "*.github.com:443"])
         """
         if isinstance(allow, NetworkPolicy):
             policy = _network(allow.allow, credentials if credentials is not None else allow.credentials)
