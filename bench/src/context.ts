@@ -10,7 +10,7 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine', 'tools'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine', 'tools', 'python'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -41,6 +41,8 @@ export const DEFAULT_ITERS = {
   egressconc: 3,
   /** bash tool calls printing 50 MB (each against the same command to /dev/null); 5x as many of `true`. */
   tools: 5,
+  /** Calls of each kind per SDK in the python suite (Python and TS SDK interleaved). */
+  python: 100,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

@@ -8,6 +8,7 @@
  *   node bench/dist/run.js egress --n egress=200,egressbulk=5   # HTTPS through the egress proxy vs direct
  *   node bench/dist/run.js exec --n exec=300,spawn=200      # iteration counts
  *   node bench/dist/run.js tools --n tools=10               # agent tools: bash on 50 MB of output
+ *   node bench/dist/run.js python --n python=200            # Python SDK vs TS SDK exec round trips
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
@@ -27,6 +28,7 @@ import { runTemplates } from './suites/templates.js';
 import { runMachine } from './suites/machine.js';
 import { runEgress } from './suites/egress.js';
 import { runTools } from './suites/tools.js';
+import { runPython } from './suites/python.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -38,6 +40,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   machine: runMachine,
   egress: runEgress,
   tools: runTools,
+  python: runPython,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -49,6 +52,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   machine: ['machine (fork)', 'machine (hibernate)', 'machine (disk)'],
   egress: ['egress (latency)', 'egress (throughput)', 'egress (concurrency)'],
   tools: ['tools'],
+  python: ['python'],
 };
 
 function usage(msg?: string, code = 2): never {

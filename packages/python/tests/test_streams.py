@@ -9,8 +9,10 @@ import io
 import os
 import tempfile
 import threading
+import time
 import unittest
 from typing import AsyncIterator, Iterator
+from unittest import mock
 
 from _support import FakeDaemon, Reply, ndjson, slowly
 from test_client import SANDBOX
@@ -118,6 +120,37 @@ class Exec(StreamCase):
         body = b"".join(ndjson({"type": "stdout", "data": big}, {"type": "stdout", "data": "é"}, EXIT))
         self.fake.route("POST", "/v1/sandboxes/sb-1/exec", Reply(chunks=[body[i : i + 1000] for i in range(0, len(body), 1000)]))
         self.assertEqual(self.sbx.exec("x").stdout, big + "é")
+
+    def test_execs_one_after_another_reuse_one_connection(self) -> None:
+        # The exit event is read before the end of the chunked body: the client reads that
+        # end too, so the connection goes back to the pool instead of being closed.
+        self.fake.route("POST", "/v1/sandboxes/sb-1/exec", lambda r: Reply(chunks=ndjson({"type": "start", "pid": 7}, {"type": "stdout", "data": "x"}, EXIT)))
+        for _ in range(3):
+            self.assertEqual(self.sbx.exec(["true"]).stdout, "x")
+        self.assertEqual(self.sbx.refresh().id, "sb-1")
+        self.assertEqual([r.connection for r in self.fake.requests], [1, 1, 1, 1])
+
+    def test_a_stream_that_goes_on_after_its_exit_is_closed_not_waited_for(self) -> None:
+        release = threading.Event()
+        self.addCleanup(release.set)
+
+        def lingering() -> Iterator[bytes]:
+            yield from ndjson(EXIT)
+            release.wait(10)
+
+        def flood() -> Iterator[bytes]:
+            yield from ndjson(EXIT)
+            yield from ndjson(*[{"type": "keepalive", "pad": "p" * 1000}] * 100)
+
+        self.fake.route("POST", "/v1/sandboxes/sb-1/exec", Reply(chunks=lingering()))
+        with mock.patch("warren.client.DRAIN_TIMEOUT", 0.2):
+            t0 = time.monotonic()
+            self.assertEqual(self.sbx.exec("x").exit_code, 0)
+            self.assertLess(time.monotonic() - t0, 5)
+        self.fake.route("POST", "/v1/sandboxes/sb-1/exec", Reply(chunks=flood()))
+        self.assertEqual(self.sbx.exec("x").exit_code, 0)
+        self.assertEqual(self.sbx.refresh().id, "sb-1")
+        self.assertEqual([r.connection for r in self.fake.requests], [1, 2, 3])
 
     def test_background_returns_a_handle_at_once(self) -> None:
         self.fake.route("POST", "/v1/sandboxes/sb-1/exec", Reply(201, json={"pid": 42}))

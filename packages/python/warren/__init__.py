@@ -6,6 +6,9 @@
         r = sbx.exec("echo hello", timeout_seconds=60)
         print(r.stdout, r.exit_code)
 
+Agent tools (bash and the text editor, served by the daemon) and best-of-N over forks:
+`from warren import Toolset, best_of` (warren.tools).
+
 Connection: `url=` / `api_key=` on every entry point, else $WARREN_URL (default
 http://127.0.0.1:7070) and $WARREN_API_KEY (default: $WARREN_HOME/admin.key). docs/python.md
 describes every class and method.
@@ -61,6 +64,7 @@ from .processes import Processes, ProcessHandle, ProcessStream
 from .sandbox import Sandbox
 from .snapshots import Snapshots
 from .templates import Template
+from .tools import Attempt, AsyncToolset, Toolset, async_best_of, best_of, tool_schemas
 from .usage import get_usage
 from .warm import bake, get_bake, get_pool, set_pool_size
 
@@ -87,6 +91,12 @@ __all__ = [
     "AsyncProcessStream",
     "Snapshots",
     "Template",
+    "Toolset",
+    "AsyncToolset",
+    "Attempt",
+    "best_of",
+    "async_best_of",
+    "tool_schemas",
     "get_usage",
     "get_pool",
     "set_pool_size",

@@ -396,6 +396,21 @@ class AsyncSandbox:
     async def egress_log(self, *, after: int | None = None, limit: int | None = None) -> List[EgressEntry]:
         return await asyncio.to_thread(self.sync.egress_log, after=after, limit=limit)
 
+    async def call_tool(
+        self,
+        name: str,
+        input: Mapping[str, Any],
+        *,
+        cwd: str | None = None,
+        max_output_chars: int | None = None,
+        session: str | None = None,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """See Sandbox.call_tool."""
+        return await asyncio.to_thread(
+            self.sync.call_tool, name, input, cwd=cwd, max_output_chars=max_output_chars, session=session, user=user
+        )
+
     async def kill(self) -> None:
         await asyncio.to_thread(self.sync.kill)
 

@@ -29,6 +29,11 @@ MAX_IDLE = 32
 # In-memory bodies above this go in pieces like streams, so a refusal is noticed early.
 STREAM_BYTES_ABOVE = 1024 * 1024
 
+# What Response.drain reads at most, and waits for, to keep a connection whose stream the
+# caller is done with: the daemon ends an exec stream right after its exit event.
+DRAIN_LIMIT = 64 * 1024
+DRAIN_TIMEOUT = 1.0
+
 Query = Mapping[str, Union[str, int, float, bool, None]]
 # bytes: sent as is. A callable: makes a fresh body for each attempt (so it can be sent
 # again on a stale connection). An iterable of bytes or a binary file object: sent once.
@@ -207,6 +212,35 @@ class Response:
         for line in self.iter_lines():
             if line.strip():
                 yield jsonlib.loads(line)
+
+    def drain(self, timeout: float | None = None) -> None:
+        """The caller is done with the body (a stream's final event came): reads what is left
+        of it, normally just the end of the chunked body, so the connection goes back to the
+        pool for the next request instead of being closed (a fresh connection per exec costs
+        a connect, and the daemon an accept). More than DRAIN_LIMIT bytes left, or nothing
+        for `timeout` seconds (default DRAIN_TIMEOUT), and the connection is closed instead."""
+        conn = self._conn
+        if conn is None:
+            return
+        sock = conn.sock
+        try:
+            if sock is not None:
+                sock.settimeout(DRAIN_TIMEOUT if timeout is None else timeout)
+            left = DRAIN_LIMIT
+            while left > 0:
+                data = self._resp.read(min(left, BLOCK_SIZE))
+                if not data:
+                    break
+                left -= len(data)
+            if sock is not None:
+                sock.settimeout(self._client.timeout)
+        except (http.client.HTTPException, OSError, ValueError):
+            self.close()
+            return
+        if self._resp.isclosed():
+            self._finish()
+        else:
+            self.close()
 
     def _finish(self) -> None:
         """The body was read to the end: the connection can carry the next request."""

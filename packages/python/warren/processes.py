@@ -43,6 +43,9 @@ class ProcessStream:
                 wire["stdout"] = "".join(self._stdout)
                 wire["stderr"] = "".join(self._stderr)
                 self.result = ExecResult.from_wire(wire)
+                # The daemon ends the stream right after the exit event: read that end so
+                # the connection is reused rather than closed.
+                self._response.drain()
                 raise StopIteration
             if kind == "error":
                 raise error_from_body(500, {"error": event})

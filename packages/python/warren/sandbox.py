@@ -314,6 +314,24 @@ class Sandbox:
         body = self._http.json("GET", f"{self._route}/egress", query={"after": after, "limit": limit})
         return [EgressEntry.from_wire(e) for e in body["entries"]]
 
+    def call_tool(
+        self,
+        name: str,
+        input: Mapping[str, Any],
+        *,
+        cwd: str | None = None,
+        max_output_chars: int | None = None,
+        session: str | None = None,
+        user: str | None = None,
+    ) -> dict[str, Any]:
+        """One call of an agent tool (`bash`, `str_replace_based_edit_tool`) run by the
+        daemon; a failed action comes back as `{"is_error": True, "error": ...}`, a malformed
+        input raises InvalidArgumentError and an unknown tool NotFoundError. Most callers want
+        `warren.tools.Toolset`, which returns those as results too."""
+        body = _compact({"input": dict(input), "cwd": cwd, "maxOutputChars": max_output_chars, "session": session, "user": user})
+        result: dict[str, Any] = self._http.json("POST", f"{self._route}/tools/{quote(name, safe='')}", json=body)
+        return result
+
     def kill(self) -> None:
         """Destroys the sandbox and everything in it."""
         self._http.json("DELETE", self._route)

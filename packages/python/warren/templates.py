@@ -116,6 +116,7 @@ class Template:
                 if on_event is not None:
                     on_event(event)
                 if event.type == "done" and event.template is not None:
+                    response.drain()
                     return event.template
                 if event.type == "error":
                     raise TemplateBuildError(event.code or "internal", event.message or "the build failed", event.step, event.exit_code, event.output)
