@@ -101,4 +101,16 @@ trap - EXIT
 log "from Python (import warren): an agent's shell tool fixes a bug in a checkout at /work"
 python3 examples/python/shell_tool.py | sed 's/^/  /' | tail -8
 
+log "agent tools served by the daemon: a million lines of output come back as their last 300 characters, cut inside the sandbox; an edit"
+python3 - <<'PY' | sed 's/^/  /'
+from warren import Sandbox, Toolset
+with Sandbox.create(ttl_seconds=600) as sbx:
+    tools = Toolset(sbx, cwd="/work", max_output_chars=300)
+    r = tools.call("bash", {"command": "seq 1000000"})
+    print(r["stdout"].splitlines()[0], "...", r["stdout"].splitlines()[-1], "| exit", r["exit_code"])
+    tools.call("str_replace_based_edit_tool", {"command": "create", "path": "/work/hi.py", "file_text": "print('hi')\n"})
+    tools.call("str_replace_based_edit_tool", {"command": "str_replace", "path": "/work/hi.py", "old_str": "hi", "new_str": "edited by the tool"})
+    print(tools.call("bash", {"command": "python3 hi.py"})["stdout"].strip())
+PY
+
 log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"
