@@ -7,6 +7,7 @@
  *   node bench/dist/run.js machine --n machine=8,fork8=3     # fork, hibernate, snapshot vs raw checkpoint/restore
  *   node bench/dist/run.js egress --n egress=200,egressbulk=5   # HTTPS through the egress proxy vs direct
  *   node bench/dist/run.js exec --n exec=300,spawn=200      # iteration counts
+ *   node bench/dist/run.js mcp --n mcp=200                  # an MCP tool call (stdio, HTTP) vs Toolset.call
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
@@ -25,6 +26,7 @@ import { runSpawn } from './suites/spawn.js';
 import { runTemplates } from './suites/templates.js';
 import { runMachine } from './suites/machine.js';
 import { runEgress } from './suites/egress.js';
+import { runMcp } from './suites/mcp.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -35,6 +37,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   templates: runTemplates,
   machine: runMachine,
   egress: runEgress,
+  mcp: runMcp,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -45,6 +48,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   templates: ['templates (create)', 'templates (rebuild)'],
   machine: ['machine (fork)', 'machine (hibernate)', 'machine (disk)'],
   egress: ['egress (latency)', 'egress (throughput)', 'egress (concurrency)'],
+  mcp: ['mcp'],
 };
 
 function usage(msg?: string, code = 2): never {

@@ -41,6 +41,12 @@ interface Result {
   structuredContent?: Record<string, unknown>;
 }
 
+function sandboxesOf(r: Result): Array<{ id: string; state: string }> {
+  const list = r.structuredContent?.sandboxes;
+  assert.ok(Array.isArray(list), `no sandboxes in ${JSON.stringify(r)}`);
+  return list as Array<{ id: string; state: string }>;
+}
+
 /** A client of one transport, with calls that assert success or failure and return the text. */
 async function connect(kind: 'stdio' | 'http', headers?: Record<string, string>) {
   const transport: Transport =
@@ -107,14 +113,23 @@ for (const kind of ['stdio', 'http'] as const) {
       // The editor: create, str_replace, view; a miss is a tool error with the daemon's words.
       const file = '/home/user/app.py';
       await ok('str_replace_based_edit_tool', { sandbox_id: id, command: 'create', path: file, file_text: 'def f():\n    return 1\n' });
-      const replaced = await ok('str_replace_based_edit_tool', { sandbox_id: id, command: 'str_replace', path: file, old_str: 'return 1', new_str: 'return 2' });
+      const replaced = await ok('str_replace_based_edit_tool', {
+        sandbox_id: id,
+        command: 'str_replace',
+        path: file,
+        old_str: 'return 1',
+        new_str: 'return 2',
+      });
       assert.match(replaced.text, /return 2/);
       const viewed = await ok('str_replace_based_edit_tool', { sandbox_id: id, command: 'view', path: file });
       assert.match(viewed.text, /^\s*1\tdef f\(\):\n\s*2\t {4}return 2\n/);
       const miss = await fails('str_replace_based_edit_tool', { sandbox_id: id, command: 'str_replace', path: file, old_str: 'return 42', new_str: 'x' });
       assert.match(miss, /old_str does not occur in \/home\/user\/app\.py/);
       // A field the command needs, checked by the daemon: its 400 message is the tool error.
-      assert.match(await fails('str_replace_based_edit_tool', { sandbox_id: id, command: 'insert', path: file, new_str: 'x' }), /insert_line is required for insert/);
+      assert.match(
+        await fails('str_replace_based_edit_tool', { sandbox_id: id, command: 'insert', path: file, new_str: 'x' }),
+        /insert_line is required for insert/,
+      );
 
       // Whole files, text and bytes.
       assert.match((await ok('write_file', { sandbox_id: id, path: 'notes.txt', content: 'héllo\nwörld\n' })).text, /wrote 14 bytes to/);
@@ -124,12 +139,15 @@ for (const kind of ['stdio', 'http'] as const) {
       assert.equal((await ok('read_file', { sandbox_id: id, path: '/home/user/blob.bin', encoding: 'base64' })).text, bytes.toString('base64'));
       assert.match(await fails('read_file', { sandbox_id: id, path: '/home/user/blob.bin' }), /is not UTF-8 text; read it with encoding: "base64"/);
       assert.equal((await ok('bash', { sandbox_id: id, command: 'stat -c %a blob.bin' })).structuredContent?.stdout, '600\n');
-      assert.equal((await ok('read_file', { sandbox_id: id, path: 'notes.txt', max_bytes: 2 })).text, 'h\n[warren: the file is longer than 2 bytes; only the first 2 are shown]');
+      assert.equal(
+        (await ok('read_file', { sandbox_id: id, path: 'notes.txt', max_bytes: 2 })).text,
+        'h\n[warren: the file is longer than 2 bytes; only the first 2 are shown]',
+      );
       assert.match(await fails('read_file', { sandbox_id: id, path: '/home/user/missing.txt' }), /missing\.txt/);
 
       // Fork: copies that see the parent's files and session.
       const forked = await ok('fork_sandbox', { sandbox_id: id, count: 2 });
-      const children = (forked.structuredContent?.sandboxes as Array<{ id: string; source?: string }>).map((c) => c.id);
+      const children = sandboxesOf(forked).map((c) => c.id);
       assert.equal(children.length, 2);
       assert.match(forked.text, new RegExp(`forked ${id} into 2 sandboxes`));
       for (const child of children) {
@@ -140,10 +158,10 @@ for (const kind of ['stdio', 'http'] as const) {
       // Hibernate, seen in the list; a call resumes it.
       assert.match((await ok('hibernate_sandbox', { sandbox_id: id })).text, new RegExp(`sandbox ${id} is hibernated`));
       const listed = await ok('list_sandboxes', { metadata: { mcp: kind } });
-      const states = Object.fromEntries((listed.structuredContent?.sandboxes as Array<{ id: string; state: string }>).map((s) => [s.id, s.state]));
+      const states = Object.fromEntries(sandboxesOf(listed).map((s) => [s.id, s.state]));
       assert.deepEqual(states, { [id]: 'hibernated', [children[0]!]: 'running', [children[1]!]: 'running' });
       assert.match(listed.text, new RegExp(`${id}  hibernated  base  expires .*  mcp=${kind}`));
-      const hibernated = (await ok('list_sandboxes', { state: 'hibernated', metadata: { mcp: kind } })).structuredContent?.sandboxes as Array<{ id: string }>;
+      const hibernated = sandboxesOf(await ok('list_sandboxes', { state: 'hibernated', metadata: { mcp: kind } }));
       assert.deepEqual(
         hibernated.map((s) => s.id),
         [id],
@@ -178,7 +196,12 @@ for (const kind of ['stdio', 'http'] as const) {
 }
 
 test('mcp over http: the API key is required (Bearer or X-Api-Key), and there are no sessions to GET or DELETE', T, async () => {
-  const init = { jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '0' } } };
+  const init = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 't', version: '0' } },
+  };
   const post = (headers: Record<string, string>) =>
     fetch(`${d.url}/mcp`, {
       method: 'POST',

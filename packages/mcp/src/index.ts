@@ -35,7 +35,11 @@ export async function serveStdio(connection: ConnectionOptions = {}): Promise<vo
 export async function handleMcpRequest(request: Request, connection: ConnectionOptions): Promise<Response> {
   if (request.method !== 'POST') {
     return Response.json(
-      { jsonrpc: '2.0', error: { code: -32000, message: `${request.method} is not allowed: this server is stateless; send each JSON-RPC message in a POST` }, id: null },
+      {
+        jsonrpc: '2.0',
+        error: { code: -32000, message: `${request.method} is not allowed: this server is stateless; send each JSON-RPC message in a POST` },
+        id: null,
+      },
       { status: 405, headers: { allow: 'POST' } },
     );
   }

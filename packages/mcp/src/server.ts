@@ -123,7 +123,9 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
           .array(z.string().min(1).max(300))
           .max(256)
           .optional()
-          .describe('Hosts it may reach through the egress proxy: "DOMAIN[:PORT]", "*.SUFFIX[:PORT]" or "IP[/CIDR][:PORT]", e.g. ["api.example.com:443", "*.github.com:443"]. Default: nothing.'),
+          .describe(
+            'Hosts it may reach through the egress proxy: "DOMAIN[:PORT]", "*.SUFFIX[:PORT]" or "IP[/CIDR][:PORT]", e.g. ["api.example.com:443", "*.github.com:443"]. Default: nothing.',
+          ),
       },
       outputSchema: SandboxSummary.shape,
     },
@@ -169,7 +171,7 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
     {
       title: 'View, create and edit files in a sandbox',
       description: [
-        'View, create and edit text files in a sandbox (the commands of Anthropic\'s text editor tool).',
+        "View, create and edit text files in a sandbox (the commands of Anthropic's text editor tool).",
         'view: a file with line numbers (optionally view_range), or a directory two levels deep.',
         'create: a new file with file_text (refused if the path exists).',
         'str_replace: replace old_str, which must occur exactly once (whitespace included), with new_str; the error names the lines of every match.',
@@ -195,7 +197,13 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
         sandbox_id: sandboxId,
         path: z.string().min(1).max(4096).describe('Path of the file: absolute, or relative to /home/user.'),
         encoding: z.enum(['utf8', 'base64']).optional().describe('utf8 (default) for text; base64 for binary files.'),
-        max_bytes: z.number().int().positive().max(MAX_EDIT_FILE_BYTES).optional().describe(`Most bytes to return (default ${DEFAULT_READ_BYTES}, at most ${MAX_EDIT_FILE_BYTES}).`),
+        max_bytes: z
+          .number()
+          .int()
+          .positive()
+          .max(MAX_EDIT_FILE_BYTES)
+          .optional()
+          .describe(`Most bytes to return (default ${DEFAULT_READ_BYTES}, at most ${MAX_EDIT_FILE_BYTES}).`),
       },
     },
     (args) =>
@@ -257,7 +265,9 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
     },
     (args) =>
       run(async () => {
-        const list = (await Sandbox.list({ ...conn, ...(args.metadata ? { metadata: args.metadata } : {}), ...(args.state ? { state: args.state } : {}) })).map(summary);
+        const list = (await Sandbox.list({ ...conn, ...(args.metadata ? { metadata: args.metadata } : {}), ...(args.state ? { state: args.state } : {}) })).map(
+          summary,
+        );
         return { content: text(list.length ? list.map(line).join('\n') : 'no sandboxes'), structuredContent: { sandboxes: list } };
       }),
   );
@@ -283,10 +293,15 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
       run(async () => {
         const parent = await Sandbox.connect(args.sandbox_id, conn);
         const children = (
-          await parent.forkTree(args.count ?? 1, { ...(args.metadata ? { metadata: args.metadata } : {}), ...(args.ttl_seconds ? { ttlSeconds: args.ttl_seconds } : {}) })
+          await parent.forkTree(args.count ?? 1, {
+            ...(args.metadata ? { metadata: args.metadata } : {}),
+            ...(args.ttl_seconds ? { ttlSeconds: args.ttl_seconds } : {}),
+          })
         ).map((c) => summary(c.info));
         return {
-          content: text(`forked ${args.sandbox_id} into ${children.length} sandbox${children.length === 1 ? '' : 'es'}:\n${children.map((c) => c.id).join('\n')}`),
+          content: text(
+            `forked ${args.sandbox_id} into ${children.length} sandbox${children.length === 1 ? '' : 'es'}:\n${children.map((c) => c.id).join('\n')}`,
+          ),
           structuredContent: { sandboxes: children },
         };
       }),
