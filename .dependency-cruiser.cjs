@@ -70,7 +70,7 @@ module.exports = {
     {
       name: 'daemon-is-no-sdk-client',
       severity: 'error',
-      comment: 'the daemon calls itself only through the MCP server (on loopback, with the caller\'s key), never the SDK directly',
+      comment: "the daemon calls itself only through the MCP server (on loopback, with the caller's key), never the SDK directly",
       from: { path: '^packages/daemon/' },
       to: { path: '^packages/sdk/' },
     },
