@@ -23,6 +23,10 @@ before(async () => {
       requests.push({ method: req.method ?? '', url: req.url ?? '', auth: req.headers.authorization, body });
       const u = new URL(req.url ?? '/', 'http://x');
       const json = (status: number, value: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(value));
+      if (u.pathname === '/v1/sandboxes/sb-slow/tools/bash') {
+        setTimeout(() => json(200, { stdout: 'late\n', stderr: '', exit_code: 0, timed_out: false, truncated: false }), 300);
+        return;
+      }
       if (u.pathname === '/v1/sandboxes/sb-1/tools/bash') return json(200, { stdout: 'hi\n', stderr: '', exit_code: 0, timed_out: false, truncated: false });
       if (u.pathname === '/v1/sandboxes/sb-1/tools/str_replace_based_edit_tool') return json(200, { is_error: true, error: 'old_str does not occur in /a' });
       if (u.pathname === '/v1/sandboxes/sb-1/files' && req.method === 'GET') {
@@ -40,9 +44,9 @@ after(() => {
   daemon.close();
 });
 
-async function client(): Promise<Client> {
+async function client(progressIntervalMs?: number): Promise<Client> {
   const [a, b] = InMemoryTransport.createLinkedPair();
-  await createMcpServer({ url, apiKey: 'wk_test' }).connect(a);
+  await createMcpServer({ url, apiKey: 'wk_test' }, progressIntervalMs ? { progressIntervalMs } : {}).connect(a);
   const c = new Client({ name: 'unit', version: '0' });
   await c.connect(b);
   return c;
@@ -58,6 +62,25 @@ test('bash: runs in the MCP session with the key, the result as text and as stru
   assert.equal(r.content[0]?.text, 'exit code 0\nstdout:\nhi\n');
   assert.equal(requests[0]?.auth, 'Bearer wk_test');
   assert.deepEqual(JSON.parse(requests[0]?.body ?? ''), { input: { command: 'echo hi' }, session: MCP_BASH_SESSION });
+  await c.close();
+});
+
+test('a long call sends progress to a client that asked for it, and a client that did not gets its result as usual', async () => {
+  const c = await client(50);
+  const seen: Array<{ progress: number; message?: string }> = [];
+  const r = (await c.callTool({ name: 'bash', arguments: { sandbox_id: 'sb-slow', command: 'sleep 1' } }, undefined, {
+    onprogress: (p) => seen.push(p),
+    resetTimeoutOnProgress: true,
+  })) as Text;
+  assert.equal(r.content[0]?.text, 'exit code 0\nstdout:\nlate\n');
+  assert.ok(seen.length >= 2, `progress: ${JSON.stringify(seen)}`);
+  assert.deepEqual(
+    seen.map((p) => p.progress),
+    seen.map((_, i) => i + 1),
+  );
+  assert.match(seen[0]?.message ?? '', /^still running after \d+ s$/);
+  const quiet = (await c.callTool({ name: 'bash', arguments: { sandbox_id: 'sb-slow', command: 'sleep 1' } })) as Text;
+  assert.equal(quiet.isError, undefined);
   await c.close();
 });
 

@@ -7,7 +7,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { CallToolResult, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js';
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/sdk/validation/ajv';
 import { z } from 'zod';
 import { BASH_TOOL, BashInput, EDIT_TOOL, EditInput, MAX_EDIT_FILE_BYTES, SandboxStates, type BashOutput } from '@warren/protocol';
@@ -66,12 +67,39 @@ function toolError(message: string): CallToolResult {
   return { isError: true, content: text(message) };
 }
 
-/** A call on the daemon, with whatever it refuses (a bad id, a bad field, a dead sandbox) as a tool error carrying its message. */
-async function run(fn: () => Promise<CallToolResult>): Promise<CallToolResult> {
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>;
+
+/** How often a call still running tells a client that asked for progress (its timeout can restart on each). */
+const PROGRESS_INTERVAL_MS = 10_000;
+
+/**
+ * A call on the daemon, with whatever it refuses (a bad id, a bad field, a dead sandbox) as a
+ * tool error carrying its message. While it runs, a client that sent a progress token gets a
+ * progress notification every `progressMs`: MCP clients give up on a request after their own
+ * timeout (the SDK's is 60 s) unless progress resets it, and a bash call may run for hours.
+ */
+async function run(extra: Extra, progressMs: number, fn: () => Promise<CallToolResult>): Promise<CallToolResult> {
+  const token = extra._meta?.progressToken;
+  const started = Date.now();
+  let ticks = 0;
+  const timer =
+    token === undefined
+      ? undefined
+      : setInterval(() => {
+          const seconds = Math.round((Date.now() - started) / 1000);
+          extra
+            .sendNotification({
+              method: 'notifications/progress',
+              params: { progressToken: token, progress: ++ticks, message: `still running after ${seconds} s` },
+            })
+            .catch(() => undefined); // the client went away; the call's own result will say so
+        }, progressMs);
   try {
     return await fn();
   } catch (err) {
     return toolError(err instanceof Error ? err.message : String(err));
+  } finally {
+    clearInterval(timer);
   }
 }
 
@@ -234,8 +262,10 @@ const KILL_SANDBOX = {
 /**
  * An MCP server whose tools act on the daemon at `connection` (default $WARREN_URL, with
  * $WARREN_API_KEY or the admin key file, as the SDK resolves them). Connect it to a transport.
+ * `progressIntervalMs`: how often a running call sends progress to a client that asked (10 s).
  */
-export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
+export function createMcpServer(connection: ConnectionOptions = {}, opts: { progressIntervalMs?: number } = {}): McpServer {
+  const progressMs = opts.progressIntervalMs ?? PROGRESS_INTERVAL_MS;
   const http = new HttpClient(connection);
   const conn: ConnectionOptions = { url: http.url, ...(connection.apiKey ? { apiKey: connection.apiKey } : {}) };
   const server = new McpServer(
@@ -249,8 +279,8 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
   const callTool = (id: string, name: string, input: Record<string, unknown>, session?: string) =>
     http.json<ToolResult>('POST', `/v1/sandboxes/${encodeURIComponent(id)}/tools/${name}`, { json: { input, ...(session ? { session } : {}) } });
 
-  server.registerTool('create_sandbox', CREATE_SANDBOX, (args) =>
-    run(async () => {
+  server.registerTool('create_sandbox', CREATE_SANDBOX, (args, extra) =>
+    run(extra, progressMs, async () => {
       const sbx = await Sandbox.create({
         ...conn,
         ...(args.template ? { template: args.template } : {}),
@@ -263,14 +293,16 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
     }),
   );
 
-  server.registerTool(BASH_TOOL, BASH, ({ sandbox_id, ...input }) =>
-    run(async () => toolResult(await callTool(sandbox_id, BASH_TOOL, input, MCP_BASH_SESSION))),
+  server.registerTool(BASH_TOOL, BASH, ({ sandbox_id, ...input }, extra) =>
+    run(extra, progressMs, async () => toolResult(await callTool(sandbox_id, BASH_TOOL, input, MCP_BASH_SESSION))),
   );
 
-  server.registerTool(EDIT_TOOL, EDIT, ({ sandbox_id, ...input }) => run(async () => toolResult(await callTool(sandbox_id, EDIT_TOOL, input))));
+  server.registerTool(EDIT_TOOL, EDIT, ({ sandbox_id, ...input }, extra) =>
+    run(extra, progressMs, async () => toolResult(await callTool(sandbox_id, EDIT_TOOL, input))),
+  );
 
-  server.registerTool('read_file', READ_FILE, (args) =>
-    run(async () => {
+  server.registerTool('read_file', READ_FILE, (args, extra) =>
+    run(extra, progressMs, async () => {
       const limit = args.max_bytes ?? DEFAULT_READ_BYTES;
       const { bytes, cut } = await readAtMost(new Files(http, args.sandbox_id), args.path, limit);
       const note = cut ? `\n[warren: the file is longer than ${limit} bytes; only the first ${limit} are shown]` : '';
@@ -286,16 +318,16 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
     }),
   );
 
-  server.registerTool('write_file', WRITE_FILE, (args) =>
-    run(async () => {
+  server.registerTool('write_file', WRITE_FILE, (args, extra) =>
+    run(extra, progressMs, async () => {
       const data = args.encoding === 'base64' ? Buffer.from(args.content, 'base64') : args.content;
       const r = await new Files(http, args.sandbox_id).write(args.path, data, args.mode ? { mode: Number.parseInt(args.mode, 8) } : {});
       return { content: text(`wrote ${r.size} bytes to ${r.path}`) };
     }),
   );
 
-  server.registerTool('list_sandboxes', LIST_SANDBOXES, (args) =>
-    run(async () => {
+  server.registerTool('list_sandboxes', LIST_SANDBOXES, (args, extra) =>
+    run(extra, progressMs, async () => {
       const list = (await Sandbox.list({ ...conn, ...(args.metadata ? { metadata: args.metadata } : {}), ...(args.state ? { state: args.state } : {}) })).map(
         summary,
       );
@@ -303,8 +335,8 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
     }),
   );
 
-  server.registerTool('fork_sandbox', FORK_SANDBOX, (args) =>
-    run(async () => {
+  server.registerTool('fork_sandbox', FORK_SANDBOX, (args, extra) =>
+    run(extra, progressMs, async () => {
       const parent = await Sandbox.connect(args.sandbox_id, conn);
       const children = (
         await parent.forkTree(args.count ?? 1, {
@@ -321,16 +353,16 @@ export function createMcpServer(connection: ConnectionOptions = {}): McpServer {
     }),
   );
 
-  server.registerTool('hibernate_sandbox', HIBERNATE_SANDBOX, (args) =>
-    run(async () => {
+  server.registerTool('hibernate_sandbox', HIBERNATE_SANDBOX, (args, extra) =>
+    run(extra, progressMs, async () => {
       const started = Date.now();
       const info = await (await Sandbox.connect(args.sandbox_id, conn)).hibernate();
       return { content: text(`sandbox ${info.id} is ${info.state} (saved in ${((Date.now() - started) / 1000).toFixed(1)} s); any call on it resumes it`) };
     }),
   );
 
-  server.registerTool('kill_sandbox', KILL_SANDBOX, (args) =>
-    run(async () => {
+  server.registerTool('kill_sandbox', KILL_SANDBOX, (args, extra) =>
+    run(extra, progressMs, async () => {
       await (await Sandbox.connect(args.sandbox_id, conn)).kill();
       return { content: text(`killed sandbox ${args.sandbox_id}`) };
     }),
