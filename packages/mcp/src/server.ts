@@ -131,7 +131,12 @@ const CREATE_SANDBOX = {
     'It reaches no network unless allow names the hosts it may reach.',
   ].join(' '),
   inputSchema: z.object({
-    template: z.string().min(1).max(128).optional().describe('Template to start from (default "base": a Debian system with bash and coreutils).'),
+    template: z
+      .string()
+      .min(1)
+      .max(128)
+      .optional()
+      .describe('Template to start from (default "base": Debian 12 with bash, coreutils, git, curl, python3 and node).'),
     ttl_seconds: z.number().int().positive().optional().describe('Seconds until the sandbox is killed (default 3600).'),
     metadata: metadata.optional().describe('Labels to find it by later, e.g. {"task": "fix-123"}; list_sandboxes filters on them.'),
     allow: z
