@@ -3,7 +3,10 @@
  * imports only the layers below it. Layers, low to high:
  *   protocol  <-  guest (the agent inside a sandbox)
  *   protocol  <-  daemon: drivers, storage, network, templates  <-  core  <-  tools  <-  api  <-  daemon.ts
- *   protocol  <-  sdk  <-  cli (which may start the daemon)
+ *   protocol  <-  sdk  <-  mcp (the MCP server, a client of the daemon through the SDK)  <-  cli (which may start the daemon)
+ *   mcp  <-  daemon's api (serves it at /mcp; the daemon uses the SDK only through it)
+ * Imports of another package ('@warren/sdk') resolve to its dist/, which is not followed but
+ * is checked, so these rules hold across packages too (the static checks build first).
  */
 module.exports = {
   forbidden: [
@@ -13,14 +16,14 @@ module.exports = {
       severity: 'error',
       comment: 'the wire contract depends on no other package',
       from: { path: '^packages/protocol/' },
-      to: { path: '^packages/(guest|daemon|sdk|cli)/' },
+      to: { path: '^packages/(guest|daemon|sdk|mcp|cli)/' },
     },
     {
       name: 'guest-knows-only-protocol',
       severity: 'error',
       comment: 'the agent inside a sandbox shares only the protocol with the host side',
       from: { path: '^packages/guest/' },
-      to: { path: '^packages/(daemon|sdk|cli)/' },
+      to: { path: '^packages/(daemon|sdk|mcp|cli)/' },
     },
     {
       name: 'daemon-below-api',
@@ -48,12 +51,33 @@ module.exports = {
       severity: 'error',
       comment: 'the SDK talks HTTP to the daemon; it does not import it',
       from: { path: '^packages/sdk/' },
+      to: { path: '^packages/(daemon|guest|mcp|cli)/' },
+    },
+    {
+      name: 'mcp-is-a-client',
+      severity: 'error',
+      comment: 'the MCP server acts on the daemon through the SDK, like any client; it does not import the daemon',
+      from: { path: '^packages/mcp/' },
       to: { path: '^packages/(daemon|guest|cli)/' },
+    },
+    {
+      name: 'mcp-only-in-api',
+      severity: 'error',
+      comment: 'the daemon serves the MCP server from its HTTP routes; nothing below them knows of it',
+      from: { path: '^packages/daemon/src/(core|tools|drivers|storage|network|templates)/' },
+      to: { path: '^packages/mcp/' },
+    },
+    {
+      name: 'daemon-is-no-sdk-client',
+      severity: 'error',
+      comment: "the daemon calls itself only through the MCP server (on loopback, with the caller's key), never the SDK directly",
+      from: { path: '^packages/daemon/' },
+      to: { path: '^packages/sdk/' },
     },
   ],
   options: {
-    doNotFollow: { path: 'node_modules' },
-    exclude: { path: '(^|/)(dist|node_modules)/' },
+    doNotFollow: { path: '(^|/)(dist|node_modules)/' },
+    exclude: { path: '(^|/)node_modules/' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.base.json' },
     combinedDependencies: true,

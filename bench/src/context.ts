@@ -10,7 +10,7 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'egress', 'templates', 'machine', 'tools', 'python'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -19,6 +19,8 @@ export const DEFAULT_ITERS = {
   create: 8,
   /** sbx.exec(['true']) round trips. */
   exec: 100,
+  /** bash `true` tool calls of each kind: MCP over stdio, MCP over HTTP, Toolset.call (with and without a session). */
+  mcp: 100,
   /** In-sandbox spawn loop length, per method (spawn suite and exec floor). */
   spawn: 30,
   /** 100 MiB write/read repetitions. */

@@ -9,6 +9,7 @@
  *   node bench/dist/run.js exec --n exec=300,spawn=200      # iteration counts
  *   node bench/dist/run.js tools --n tools=10               # agent tools: bash on 50 MB of output
  *   node bench/dist/run.js python --n python=200            # Python SDK vs TS SDK exec round trips
+ *   node bench/dist/run.js mcp --n mcp=200                  # an MCP tool call (stdio, HTTP) vs Toolset.call
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
@@ -29,6 +30,7 @@ import { runMachine } from './suites/machine.js';
 import { runEgress } from './suites/egress.js';
 import { runTools } from './suites/tools.js';
 import { runPython } from './suites/python.js';
+import { runMcp } from './suites/mcp.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -41,6 +43,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   egress: runEgress,
   tools: runTools,
   python: runPython,
+  mcp: runMcp,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -53,6 +56,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   egress: ['egress (latency)', 'egress (throughput)', 'egress (concurrency)'],
   tools: ['tools'],
   python: ['python'],
+  mcp: ['mcp'],
 };
 
 function usage(msg?: string, code = 2): never {

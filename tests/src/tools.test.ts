@@ -115,6 +115,11 @@ test('bash: a session keeps cd and exported variables between calls until restar
   // Another session and no session are separate.
   assert.equal(bash(await new Toolset(sbx, { session: 'other' }).call('bash', { command: 'pwd; echo "${N:-none}"' })).stdout, '/work\nnone\n');
   assert.equal(bash(await tools.call('bash', { command: 'pwd; echo "${N:-none}"' })).stdout, '/work\nnone\n');
+  // Values with quotes and newlines come back as they were; a directory that is gone leaves the call where it started.
+  bash(await s.call('bash', { command: `export ODD="a \\"b\\" 'c'\n\\$d" && mkdir -p /tmp/gone && cd /tmp/gone` }));
+  assert.equal(bash(await s.call('bash', { command: 'printf "%s|" "$ODD"; pwd' })).stdout, `a "b" 'c'\n$d|/tmp/gone\n`);
+  await sbx.exec('rm -rf /tmp/gone', { check: true });
+  assert.equal(bash(await s.call('bash', { command: 'pwd; echo $N' })).stdout, '/work\n2\n');
   assert.equal(bash(await s.call('bash', { restart: true })).stdout, 'shell session restarted\n');
   assert.equal(bash(await s.call('bash', { command: 'pwd; echo "${N:-none}"' })).stdout, '/work\nnone\n');
 });

@@ -223,6 +223,15 @@ export function buildProgram(): Command {
       process.exitCode = (await doctor()) ? 0 : 1;
     });
 
+  program
+    .command('mcp')
+    .description('run an MCP server on stdin/stdout whose tools act on the daemon (for Claude Code, Goose and other MCP clients)')
+    .action(async () => {
+      // The protocol owns stdout: nothing else may be printed there.
+      const { serveStdio } = await import('@warren/mcp');
+      await serveStdio();
+    });
+
   registerTemplateCommands(program);
   registerMachineCommands(program);
   registerNetworkCommands(program);

@@ -193,6 +193,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     logFile,
     tools: new ToolService(exec, files),
     version: VERSION,
+    selfUrl: () => loopbackUrl(config.host, listeningPort),
   });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
@@ -233,4 +234,11 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
       logFile.close();
     },
   };
+}
+
+/** The URL that reaches a daemon listening on `host` from the same machine. */
+function loopbackUrl(host: string, port: number): string {
+  if (host === '0.0.0.0' || host === '') return `http://127.0.0.1:${port}`;
+  if (host === '::') return `http://[::1]:${port}`;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

@@ -30,6 +30,7 @@ import { logRoutes } from './routes/logs.js';
 import { toolCallRoutes, toolSchemaRoutes } from './routes/tools.js';
 import type { ToolService } from '../tools/service.js';
 import type { LogFile } from '../storage/log-file.js';
+import { mcpRoutes } from './routes/mcp.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -50,6 +51,8 @@ export interface ApiDeps {
   logFile: LogFile;
   tools: ToolService;
   version: string;
+  /** This daemon's API on loopback (known once it listens): where `/mcp`'s tools send their calls. */
+  selfUrl: () => string;
 }
 
 export function buildApp(deps: ApiDeps): Hono<AuthVars> {
@@ -65,6 +68,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.use('*', portForwarding(deps.ports));
   app.use('/v1/*', requireApiKey(deps.registry));
   app.use('/metrics', requireApiKey(deps.registry));
+  app.use('/mcp', requireApiKey(deps.registry));
   // File uploads stream and are limited by the sandbox's disk size instead.
   app.use('/v1/*', async (c, next) => {
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
@@ -89,5 +93,6 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', toolCallRoutes(deps.tools, deps.sandboxes));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
+  app.route('/mcp', mcpRoutes(deps.selfUrl));
   return app;
 }

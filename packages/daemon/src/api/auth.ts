@@ -4,7 +4,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
-import type { MiddlewareHandler } from 'hono';
+import type { Context, MiddlewareHandler } from 'hono';
 import { WarrenError } from '@warren/protocol';
 import type { Registry } from '../core/registry.js';
 import { sha256 } from '../core/ids.js';
@@ -32,10 +32,15 @@ export function apiKeyId(registry: Registry, key: string): string {
   return found.id;
 }
 
+/** The key a request carries: `Authorization: Bearer KEY`, else `X-Api-Key: KEY` (E2B's SDKs send that one). */
+export function requestApiKey(c: Context): string {
+  const header = c.req.header('authorization') ?? '';
+  return header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : (c.req.header('x-api-key') ?? '');
+}
+
 export function requireApiKey(registry: Registry): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
-    const header = c.req.header('authorization') ?? '';
-    const key = header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : (c.req.header('x-api-key') ?? '');
+    const key = requestApiKey(c);
     if (!key) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
     c.set('apiKeyId', apiKeyId(registry, key));
     await next();
