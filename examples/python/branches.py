@@ -15,7 +15,7 @@ from warren import Sandbox, Snapshots
 
 
 def tests(sbx: Sandbox) -> int:
-    return sbx.exec("cd /work && python3 -m unittest -q", timeout_seconds=300).exit_code or 0
+    return sbx.exec("cd /work && python3 -B -m unittest -q", timeout_seconds=300).exit_code or 0
 
 
 def main() -> int:

@@ -23,7 +23,7 @@ FIXES = [
 
 def attempt(child: Sandbox, fix: str) -> tuple[bool, str]:
     try:
-        r = child.exec(f"cd /work && {fix} && python3 -m unittest -q", timeout_seconds=300)
+        r = child.exec(f"cd /work && {fix} && python3 -B -m unittest -q", timeout_seconds=300)
         return r.exit_code == 0, r.stdout + r.stderr
     finally:
         child.kill()
@@ -33,7 +33,7 @@ def main() -> int:
     base = Sandbox.create(template="base", ttl_seconds=3600, metadata={"task": "fix-add", "role": "base"})
     try:
         clone_into(base, make_bundle())
-        before = base.exec("cd /work && python3 -m unittest -q", timeout_seconds=300)
+        before = base.exec("cd /work && python3 -B -m unittest -q", timeout_seconds=300)
         print(f"before: exit code {before.exit_code}")
         children = base.fork_tree(3, metadata={"task": "fix-add", "role": "attempt"})
         with ThreadPoolExecutor(max_workers=3) as pool:
