@@ -86,7 +86,11 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon did not start in 30s:\n${output}`)), 30_000);
+    const timer = setTimeout(() => {
+      // Not left running: its pipes would hold the test process open after the failure.
+      child.kill('SIGTERM');
+      reject(new Error(`daemon did not start in 30s:\n${output}`));
+    }, 30_000);
     const onData = () => {
       const [, url] = /listening on (http:\/\/[0-9.:]+)/.exec(output) ?? [];
       if (url) {

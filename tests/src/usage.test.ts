@@ -6,7 +6,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { getUsage, InvalidArgumentError, Sandbox, type SandboxUsage, type UsageReport, type UsageTotals } from '@warren/sdk';
@@ -57,13 +57,20 @@ function sameTotals(actual: UsageTotals, expected: UsageTotals, what: string): v
   close(actual.cost, expected.cost, `${what} cost`, 1e-5);
 }
 
-function warren(...args: string[]): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(path.join(REPO, 'bin/warren'), args, {
-    encoding: 'utf8',
-    env: { ...process.env, WARREN_URL: daemon().url, WARREN_API_KEY: daemon().apiKey },
-    timeout: 60_000,
+/**
+ * Runs the CLI without blocking the event loop: spawnSync held the SDK's idle keep-alive
+ * socket past the daemon's keep-alive timeout, and the next test's first request met a
+ * closed connection ("other side closed").
+ */
+function warren(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      path.join(REPO, 'bin/warren'),
+      args,
+      { encoding: 'utf8', env: { ...process.env, WARREN_URL: daemon().url, WARREN_API_KEY: daemon().apiKey }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
   });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 test('a killed sandbox is billed for its allocated resources while it ran, at the configured prices', T, async () => {
@@ -178,7 +185,7 @@ test('warren usage prints the report as a table and as JSON', T, async () => {
   await eventually(async () => (find(await getUsage({}, d.conn), sbx.id)?.activeSeconds ?? 0) >= 1, 30_000, 'a second of it billed', 100);
   await sbx.kill();
 
-  const json = warren('usage', '--since', '10m', '--json');
+  const json = await warren('usage', '--since', '10m', '--json');
   assert.equal(json.code, 0, json.stderr);
   const r = JSON.parse(json.stdout) as UsageReport;
   const u = find(r, sbx.id);
@@ -186,7 +193,7 @@ test('warren usage prints the report as a table and as JSON', T, async () => {
   checkBilled(u, 1, 1024);
   close(Date.now() - Date.parse(r.since), 10 * 60_000, '--since 10m', 60_000);
 
-  const text = warren('usage', '--since', '1h');
+  const text = await warren('usage', '--since', '1h');
   assert.equal(text.code, 0, text.stderr);
   assert.match(text.stdout, /^SANDBOX\s+TEMPLATE\s+ACTIVE\s+VCPU-S\s+GIB-S\s+COST/m);
   assert.match(text.stdout, new RegExp(`^${sbx.id}\\s+base\\s+\\d+\\.\\ds\\s+[\\d.]+\\s+[\\d.]+\\s+\\$\\d+\\.\\d{6}`, 'm'));
@@ -195,11 +202,11 @@ test('warren usage prints the report as a table and as JSON', T, async () => {
   assert.match(text.stdout, /^total: \d+ sandbox(es)?, [\d.hms]+ active, [\d.]+ vCPU-s, [\d.]+ GiB-s, \$\d+\.\d{6}$/m);
   assert.match(text.stdout, /prices: \$3\.6 per vCPU-hour, \$0\.36 per GiB-hour/);
 
-  const empty = warren('usage', '--since', '2020-01-01', '--until', '2020-01-02');
+  const empty = await warren('usage', '--since', '2020-01-01', '--until', '2020-01-02');
   assert.equal(empty.code, 0, empty.stderr);
   assert.match(empty.stdout, /no sandbox ran in this window/);
 
-  const bad = warren('usage', '--since', 'last tuesday');
+  const bad = await warren('usage', '--since', 'last tuesday');
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /--since must be an ISO 8601 date or time .* or a duration/);
 });
