@@ -9,7 +9,7 @@ import { createCipheriv, createHash, randomBytes } from 'node:crypto';
 import http from 'node:http';
 import { Readable } from 'node:stream';
 import { InvalidArgumentError, NotFoundError, PermissionDeniedError, WarrenError, type Sandbox } from '@warren/sdk';
-import { startDaemon, stopAndCheckClean, eventually, sleep, type DaemonHandle } from './harness.js';
+import { startDaemon, stopAndCheckClean, eventually, type DaemonHandle } from './harness.js';
 
 const HOME = '/home/user';
 const MiB = 1024 * 1024;
@@ -678,12 +678,20 @@ test('an upload aborted mid-way leaves neither the file nor a temp file', async 
     );
     assert.ok(tmp); // eventually() only returns truthy values
     assert.equal(await sbx.files.exists(target), false, 'the target appears only when the upload completes');
+    const logFrom = d.log().length;
     ac.abort();
     await assert.rejects(upload, (e: Error) => e.name === 'AbortError');
     assert.ok(sent <= 64 * MiB, 'the body never ran past its stall');
     await eventually(async () => (await sbx.files.list(dir)).length === 0, 15_000, `${dir} to be empty after the abort (had ${tmp.name})`);
-    // Still empty a moment later: a late End must not commit the partial upload.
-    await sleep(1000);
+    // Still empty once the daemon is done with the request (it logs the cut body as a failed
+    // request): a late End must not commit the partial upload. Any End it sent is then ahead
+    // of the calls below on the sandbox's channel, which the agent handles in order.
+    await d.waitForLog(
+      (e) => e.msg === 'request failed' && e.method === 'PUT' && e.path === `/v1/sandboxes/${sbx.id}/files`,
+      15_000,
+      'the daemon to finish the aborted upload',
+      logFrom,
+    );
     assert.deepEqual(await sbx.files.list(dir), []);
     assert.equal(await sh(`ls -A ${dir}`), '');
     assert.equal(await sbx.files.exists(target), false);

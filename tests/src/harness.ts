@@ -34,6 +34,12 @@ export interface DaemonHandle {
   pid: number;
   process: ChildProcess;
   log: () => string;
+  /**
+   * Resolves with the first entry of the daemon's log (its pino JSON lines) that matches,
+   * looking only at what was logged from offset `from` of log() on; rejects after
+   * timeoutMs, or if the daemon exits first. For events the daemon reports only in its log.
+   */
+  waitForLog(match: (entry: LogEntry) => boolean, timeoutMs: number, what: string, from?: number): Promise<LogEntry>;
   /** Options for SDK calls against this daemon. */
   conn: { url: string; apiKey: string };
   http: HttpClient;
@@ -44,6 +50,23 @@ export interface DaemonHandle {
   crash(): Promise<void>;
   /** Rss of the daemon process in bytes. */
   rss(): number;
+}
+
+/** One line of the daemon's log: pino's fields (level, time, msg) and the call's own. */
+export type LogEntry = Record<string, unknown> & { msg?: string };
+
+/** The complete JSON lines of a log text, parsed; other lines (a crash's stack) are skipped. */
+function logEntries(text: string): LogEntry[] {
+  const entries: LogEntry[] = [];
+  for (const line of text.slice(0, text.lastIndexOf('\n') + 1).split('\n')) {
+    if (!line.startsWith('{')) continue;
+    try {
+      entries.push(JSON.parse(line) as LogEntry);
+    } catch {
+      // not one of the daemon's entries
+    }
+  }
+  return entries;
 }
 
 export async function startDaemon(opts: { home?: string; env?: Record<string, string> } = {}): Promise<DaemonHandle> {
@@ -63,7 +86,11 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
   child.stdout!.on('data', keep);
   child.stderr!.on('data', keep);
   const url = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`daemon did not start in 30s:\n${output}`)), 30_000);
+    const timer = setTimeout(() => {
+      // Not left running: its pipes would hold the test process open after the failure.
+      child.kill('SIGTERM');
+      reject(new Error(`daemon did not start in 30s:\n${output}`));
+    }, 30_000);
     const onData = () => {
       const [, url] = /listening on (http:\/\/[0-9.:]+)/.exec(output) ?? [];
       if (url) {
@@ -87,6 +114,32 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
     pid: child.pid!,
     process: child,
     log: () => output,
+    waitForLog(match, timeoutMs, what, from = 0) {
+      return new Promise<LogEntry>((resolve, reject) => {
+        const finish = (result: { hit: LogEntry } | { err: Error }) => {
+          clearTimeout(timer);
+          child.stdout!.off('data', check);
+          child.stderr!.off('data', check);
+          child.off('exit', exited);
+          if ('hit' in result) resolve(result.hit);
+          else reject(result.err);
+        };
+        // Runs after `keep` (registered first), so output already holds the new chunk.
+        function check(): boolean {
+          const hit = logEntries(output.slice(from)).find(match);
+          if (hit) finish({ hit });
+          return hit !== undefined;
+        }
+        function exited() {
+          if (!check()) finish({ err: new Error(`the daemon exited while waiting for ${what} in its log`) });
+        }
+        const timer = setTimeout(() => finish({ err: new Error(`timed out after ${timeoutMs} ms waiting for ${what} in the daemon log`) }), timeoutMs);
+        child.stdout!.on('data', check);
+        child.stderr!.on('data', check);
+        child.on('exit', exited);
+        if (!check() && (child.exitCode !== null || child.signalCode !== null)) exited();
+      });
+    },
     conn,
     http: new HttpClient(conn),
     create: (o = {}) => Sandbox.create({ ...conn, ...o }),
@@ -218,8 +271,11 @@ export function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
 }
 
-/** Polls until `fn` returns a truthy value (which it returns) or the deadline passes. */
-export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number, what: string): Promise<NonNullable<T>> {
+/**
+ * Polls (every intervalMs) until `fn` returns a truthy value (which it returns) or the
+ * deadline passes.
+ */
+export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number, what: string, intervalMs = 200): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
@@ -230,7 +286,7 @@ export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number,
     } catch (err) {
       last = err;
     }
-    await sleep(200);
+    await sleep(intervalMs);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
 }

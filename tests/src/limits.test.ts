@@ -18,11 +18,15 @@ after(async () => {
   await stopAndCheckClean(d);
 });
 
-/** Runs exec('true') on the neighbour and /v1/health every 500 ms; records the slowest. */
+/**
+ * Runs exec('echo ok') on the neighbour and /v1/health every 500 ms; records the slowest.
+ * The 500 ms is the sampling period while a hog runs, not a wait: stop() cuts the pause short.
+ */
 function watchNeighbour(): { stop(): Promise<{ worst: number; failures: string[] }> } {
   let worst = 0;
   const failures: string[] = [];
   let running = true;
+  let wake: () => void = () => undefined;
   const loop = (async () => {
     while (running) {
       const t0 = Date.now();
@@ -34,12 +38,20 @@ function watchNeighbour(): { stop(): Promise<{ worst: number; failures: string[]
         failures.push((err as Error).message);
       }
       worst = Math.max(worst, Date.now() - t0);
-      await new Promise((r) => setTimeout(r, 500));
+      if (!running) break;
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, 500);
+        wake = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
     }
   })();
   return {
     async stop() {
       running = false;
+      wake();
       await loop;
       return { worst, failures };
     },
@@ -57,6 +69,12 @@ async function assertContained(sbx: Sandbox, outcome: { exitCode?: number | null
     assert.ok(outcome.timedOut || outcome.exitCode !== 0, `the runaway command must fail, got ${JSON.stringify(outcome)}`);
   }
 }
+
+/** A fork bomb under a cap of 128 processes presses against it from here on (it sits at 128 or 129). */
+const BOMB_AT_CAP = 120;
+
+/** Counts the processes of the sandbox's default user, as root: the cap is per user, so root can still look. */
+const COUNT_USER_PROCESSES = 'ps -u user --no-headers | wc -l';
 
 test('memory limit is enforced and a memory hog is contained', async () => {
   const hog = await d.create({ resources: { memoryMB: 256 } });
@@ -81,20 +99,29 @@ test('process limit is enforced and a fork bomb is contained', async () => {
   const bomb = await d.create({ resources: { pids: 128, memoryMB: 1024 } });
   const watch = watchNeighbour();
   const handle = await bomb.exec(':(){ :|:& };:; sleep 600', { background: true, tag: 'bomb' });
-  await new Promise((r) => setTimeout(r, 6000));
+  // The bomb has done its worst once it presses against the cap: this command returns then,
+  // with the count, or fails with the sandbox if the bomb takes it down. (Under gVisor the bomb
+  // takes several seconds to get there, and commands crawl meanwhile.)
+  const peak = await bomb
+    .exec(`until [ "$(${COUNT_USER_PROCESSES})" -ge ${BOMB_AT_CAP} ]; do sleep 0.1; done; ${COUNT_USER_PROCESSES}`, { user: 'root', timeoutSeconds: 60 })
+    .catch((err: Error) => err);
   const info = await bomb.refresh();
   if (info.state === 'dead') {
     assert.match(info.error ?? '', /out of memory|too many processes/, 'a dead sandbox says why');
   } else {
-    // Counted as root: the cap is per user, so root can still look.
-    const count = await bomb.exec('ps -u user --no-headers | wc -l', { user: 'root' });
+    assert.ok(
+      !(peak instanceof Error) && peak.exitCode === 0,
+      `the bomb did not reach ${BOMB_AT_CAP} processes: ${peak instanceof Error ? peak.message : JSON.stringify(peak)}`,
+    );
     // +1: a process that is exiting can still be listed for a moment.
-    assert.ok(Number(count.stdout) <= 129, `at most 128 processes for the user, saw ${count.stdout.trim()}`);
+    assert.ok(Number(peak.stdout) <= 129, `at most 128 processes for the user, saw ${peak.stdout.trim()}`);
     // Signals reach the command's whole process group, so the bomb can be stopped.
     await handle.kill();
-    await new Promise((r) => setTimeout(r, 1000));
-    const left = await bomb.exec('ps -u user --no-headers | wc -l', { user: 'root' });
-    assert.ok(Number(left.stdout) <= 2, `the bomb is gone (${left.stdout.trim()} processes left)`);
+    await eventually(
+      async () => Number((await bomb.exec(COUNT_USER_PROCESSES, { user: 'root' })).stdout) <= 2,
+      15_000,
+      'the bomb to be gone (at most 2 processes of the user left)',
+    );
     const ok = await bomb.exec('echo usable again');
     assert.equal(ok.stdout, 'usable again\n');
   }
@@ -124,20 +151,25 @@ test('cpu limit: a sandbox with 1 cpu cannot use more than one core', async () =
 // Writes to the root filesystem count against diskMB (/tmp is gVisor's in-memory tmpfs and
 // counts against memory instead).
 test('disk limit: a sandbox that writes more than diskMB is stopped and says why', async () => {
-  const sbx = await d.create({ resources: { diskMB: 64 } });
+  // The heartbeat checks every sandbox at once: the one that goes over its limit is stopped
+  // by a heartbeat that also checked the one within its limit, so the stop is the sign that
+  // the check has passed over the other (heartbeats leave no other trace).
+  const [sbx, over] = await Promise.all([d.create({ resources: { diskMB: 64 } }), d.create({ resources: { diskMB: 64 } })]);
   const small = await sbx.exec('head -c 16M /dev/urandom > ok.bin && rm ok.bin && echo fine');
   assert.equal(small.stdout, 'fine\n', 'writing within the limit works');
-  await new Promise((r) => setTimeout(r, 6000)); // a heartbeat passes; deleted data no longer counts
-  assert.equal((await sbx.refresh()).state, 'running');
-  await sbx.exec('head -c 100M /dev/urandom > big.bin').catch(() => undefined);
+  await over.exec('head -c 100M /dev/urandom > big.bin').catch(() => undefined);
   const info = await eventually(
     async () => {
-      const i = await sbx.refresh();
+      const i = await over.refresh();
       return i.state === 'dead' ? i : undefined;
     },
     30_000,
     'the sandbox to be stopped for exceeding its disk limit',
   );
   assert.match(info?.error ?? '', /disk limit exceeded/);
-  await sbx.kill();
+  // That heartbeat's check of sbx (a ping, then a few stats of its files on the host) began
+  // with the one that stopped `over`; a call on sbx now comes after the ping on its channel.
+  assert.equal((await sbx.exec('echo still here')).stdout, 'still here\n');
+  assert.equal((await sbx.refresh()).state, 'running', 'a heartbeat passed; data written within the limit, then deleted, does not stop the sandbox');
+  await Promise.all([sbx.kill(), over.kill()]);
 });

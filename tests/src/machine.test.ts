@@ -234,12 +234,17 @@ test('a disk too small for the image, or an image that cannot be restored, harms
   try {
     small = await startDaemon({ home: path.join(mnt, 'home') });
     const parent = await small.create();
-    await parent.exec(['python3', '-c', 'b = bytearray(100 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nimport time; time.sleep(600)'], {
-      background: true,
-    });
+    const hog = await parent.exec(
+      [
+        'python3',
+        '-c',
+        "b = bytearray(100 * 1024 * 1024)\nfor i in range(0, len(b), 4096): b[i] = 1\nprint('touched', flush=True)\nimport time; time.sleep(600)",
+      ],
+      { background: true },
+    );
     await parent.exec(['node', '-e', COUNTER_SERVER], { background: true });
     await eventually(async () => (await parent.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0, 20_000, 'counter server up');
-    await sleep(1500); // python has touched its 100 MB
+    await eventually(async () => (await hog.output()).stdout === 'touched\n', 20_000, 'python to have touched its 100 MB');
     await assert.rejects(parent.forkTree(2), (e: WarrenError) => e.status === 429 && /not enough disk/.test(e.message));
     await assert.rejects(
       parent.hibernate(),
@@ -287,11 +292,17 @@ test('hibernate is refused while a call streams; auto-hibernate waits for idlene
   const busy = await d!.create({ idleSeconds: 2 });
   const idle = await d!.create({ idleSeconds: 2 });
   try {
-    // A streaming exec holds the channel: an explicit hibernate says why it cannot.
-    const running = busy.exec('sleep 4; echo done');
-    await sleep(800);
+    // A streaming exec holds the channel: an explicit hibernate says why it cannot. The
+    // command runs until the test lets it go.
+    let started: () => void = () => undefined;
+    const streaming = new Promise<void>((resolve) => (started = resolve));
+    const running = busy.exec('echo started; until [ -e go ]; do sleep 0.05; done; echo done', {
+      onStdout: (chunk) => chunk.includes('started') && started(),
+    });
+    await Promise.race([streaming, running.then((r) => assert.fail(`the command ended before it was let go: ${JSON.stringify(r)}`))]);
     await assert.rejects(busy.hibernate(), (e: WarrenError) => e.status === 409 && /in progress/.test(e.message));
-    assert.equal((await running).stdout, 'done\n');
+    await busy.files.write('go', '');
+    assert.equal((await running).stdout, 'started\ndone\n');
 
     // A background command counts as work in progress, with no API call for a while.
     await busy.exec(['sleep', '25'], { background: true });
@@ -317,18 +328,28 @@ test('a hibernated sandbox still expires at its TTL, and its image goes with it'
 test('usage: hibernated time is free', T, async () => {
   const since = new Date();
   const sbx = await d!.create({ resources: { cpus: 1, memoryMB: 1024 } });
+  const billed = async () => (await getUsage({ since }, d!.conn)).sandboxes.find((s) => s.sandboxId === sbx.id);
+  let asleep = 0;
   try {
     await sbx.hibernate();
-    await sleep(8_000);
+    const hibernatedAt = Date.now();
+    const stopped = await billed();
+    assert.ok(stopped && !stopped.active, `billing stops when the sandbox is hibernated: ${JSON.stringify(stopped)}`);
+    // Not billing is not an event: some time has to pass for it to show. The intervals are
+    // exact (ms), so a second is plenty against the bound below.
+    await sleep(1000);
+    assert.equal((await billed())?.activeSeconds, stopped.activeSeconds, 'a hibernated sandbox accrues nothing');
+    const wakingAt = Date.now();
+    asleep = (wakingAt - hibernatedAt) / 1000;
     await sbx.exec('true', { check: true });
   } finally {
     await sbx.kill();
   }
   const lived = (Date.now() - since.getTime()) / 1000;
-  const report = await getUsage({ since }, d!.conn);
-  const row = report.sandboxes.find((s) => s.sandboxId === sbx.id);
+  const row = await billed();
   assert.ok(row, 'the sandbox is in the usage report');
-  assert.ok(row.activeSeconds < lived - 6, `billed ${row.activeSeconds}s of ${lived.toFixed(1)}s lived, 8 of them hibernated`);
+  // Billing stopped before the hibernate returned and started again after the exec was sent.
+  assert.ok(row.activeSeconds <= lived - asleep + 0.01, `billed ${row.activeSeconds}s of ${lived.toFixed(3)}s lived, ${asleep.toFixed(3)} of them hibernated`);
   assert.ok(row.activeSeconds > 0.1);
   assert.ok(Math.abs(row.vcpuSeconds - row.activeSeconds) < 0.01, 'one vCPU');
   assert.ok(Math.abs(row.gibSeconds - row.activeSeconds) < 0.01, 'one GiB');
@@ -409,9 +430,22 @@ test('kill -9 of the daemon during a hibernate and a fork leaves no sandbox half
   await a.exec('echo a > a.txt', { check: true });
   await b.exec('echo b > b.txt', { check: true });
   // Both in flight when the daemon dies: a mid-hibernate, b mid-fork.
+  const from = d!.log().length;
   void a.hibernate().catch(() => undefined);
   void b.forkTree(2).catch(() => undefined);
-  await sleep(250);
+  // Cut both once their checkpoints have begun (the driver makes each image directory just
+  // before it runs runsc checkpoint). b's fork image goes when the fork is done: a fork that
+  // is over already is cut later than wished, which is no failure.
+  const images = path.join(d!.home, 'images');
+  const forkImages = () => (existsSync(path.join(images, 'forks')) ? readdirSync(path.join(images, 'forks')) : []);
+  await eventually(
+    () =>
+      existsSync(path.join(images, 'hibernated', a.id, 'image')) &&
+      (forkImages().some((f) => existsSync(path.join(images, 'forks', f, 'image'))) || d!.log().slice(from).includes('"msg":"sandbox forked"')),
+    30_000,
+    'the hibernate and the fork to be under way',
+    10,
+  );
   await d!.crash();
   d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
   const all = await Sandbox.list(d.conn);

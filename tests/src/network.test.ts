@@ -15,7 +15,7 @@ import https from 'node:https';
 import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import type { Sandbox, WarrenError } from '@warren/sdk';
-import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 180_000 };
 let d: DaemonHandle | undefined;
@@ -126,8 +126,11 @@ test('an allow rule opens exactly that host:port, for HTTP and HTTPS, and is aud
     assert.ok(get, JSON.stringify(log));
     assert.equal(get.decision, 'allowed');
     assert.ok(get.bytesDown > 0);
-    await eventuallyTrue(async () =>
-      (await sbx.egressLog()).some((e) => e.method === 'CONNECT' && e.port === securePort && e.decision === 'allowed' && e.bytesUp > 0 && e.bytesDown > 0),
+    await eventually(
+      async () =>
+        (await sbx.egressLog()).some((e) => e.method === 'CONNECT' && e.port === securePort && e.decision === 'allowed' && e.bytesUp > 0 && e.bytesDown > 0),
+      10_000,
+      'the CONNECT to be audited with its bytes',
     );
     assert.ok(log.some((e) => e.port === Number(new URL(d!.url).port) && e.decision === 'denied'));
   } finally {
@@ -168,7 +171,11 @@ print('handshake passed')
 `,
     ]);
     assert.notEqual(sni.exitCode, 0, sni.stdout);
-    await eventuallyTrue(async () => (await sbx.egressLog()).some((e) => e.decision === 'denied' && /SNI/.test(e.reason ?? '')));
+    await eventually(
+      async () => (await sbx.egressLog()).some((e) => e.decision === 'denied' && /SNI/.test(e.reason ?? '')),
+      10_000,
+      'the SNI denial to be audited',
+    );
   } finally {
     await sbx.kill();
   }
@@ -197,8 +204,10 @@ print('closed' if s.recv(4096) == b'' else 'open')
       ]);
     const down = await ask(`127.0.0.1:${downPort}`);
     assert.equal(down.stdout, 'HTTP/1.1 200 Connection Established\nclosed\n', down.stderr);
-    await eventuallyTrue(async () =>
-      (await sbx.egressLog()).some((e) => e.port === downPort && e.method === 'CONNECT' && /cannot connect/.test(e.reason ?? '')),
+    await eventually(
+      async () => (await sbx.egressLog()).some((e) => e.port === downPort && e.method === 'CONNECT' && /cannot connect/.test(e.reason ?? '')),
+      10_000,
+      'the failed CONNECT to be audited',
     );
     // Not named by a rule: the daemon answers, with its reason.
     const other = await ask(`127.0.0.1:${plainPort}`);
@@ -291,10 +300,12 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
   try {
     await sbx.exec(['node', '-e', COUNTER], { background: true });
     await sbx.exec(['node', '-e', UPGRADE_ECHO], { background: true });
-    await eventuallyTrue(
+    await eventually(
       async () =>
         (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3000/'])).exitCode === 0 &&
         (await sbx.exec(['curl', '-sf', 'http://127.0.0.1:3001/'])).exitCode === 0,
+      10_000,
+      'both servers to answer',
     );
     const url = await sbx.getUrl(3000);
     assert.match(url, new RegExp(`^http://3000-${sbx.id}\\.localhost:\\d+/\\?warren_token=[A-Za-z0-9_-]+\\.[A-Za-z0-9_-]+$`));
@@ -321,8 +332,21 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
     assert.equal((await viaDaemon(url.replace('http://3000-', 'http://3001-'))).status, 401, 'a token opens only its own port');
     assert.equal((await viaDaemon(url.replace(token, `${token.slice(0, -2)}xx`))).status, 401);
     const short = await sbx.getUrl(3000, { expiresInSeconds: 1 });
-    await new Promise((r) => setTimeout(r, 2100));
-    assert.equal((await viaDaemon(short)).status, 401, 'an expired token is refused');
+    // It expires at most a second from now (at a whole second): from then on it is refused.
+    const expiresBy = Date.now() + 1000;
+    let lateOpen = 0;
+    await eventually(
+      async () => {
+        const sent = Date.now();
+        const status = (await viaDaemon(short)).status;
+        if (status === 200 && sent > expiresBy) lateOpen = sent - expiresBy;
+        return status === 401;
+      },
+      10_000,
+      'the 1-second token to be refused',
+      100,
+    );
+    assert.equal(lateOpen, 0, `a token that had expired ${lateOpen} ms before still opened the port`);
     const nothing = await viaDaemon(url.replace('http://3000-', 'http://3999-'), { authorization: `Bearer ${d!.apiKey}` });
     assert.equal(nothing.status, 503);
     assert.match(nothing.body, /nothing listens on port 3999/);
@@ -336,16 +360,18 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
         );
       });
       let got = '';
+      // A deadline, cleared on the echo: left running it would hold the test process open.
+      const deadline = setTimeout(() => reject(new Error(`no echo, got: ${got}`)), 15_000);
       sock.on('data', (d: Buffer) => {
         got += d.toString();
         if (got.includes('\r\n\r\n') && !got.includes('ping')) sock.write('ping');
         if (got.endsWith('ping')) {
+          clearTimeout(deadline);
           sock.destroy();
           resolve(got);
         }
       });
       sock.on('error', reject);
-      setTimeout(() => reject(new Error(`no echo, got: ${got}`)), 15_000);
     });
     assert.match(echoed, /^HTTP\/1\.1 101 /);
 
@@ -361,12 +387,3 @@ test('port URLs: signed, per port, expiring; HTTP and WebSocket; traffic resumes
     await sbx.kill();
   }
 });
-
-async function eventuallyTrue(fn: () => Promise<boolean>, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (Date.now() < deadline) {
-    if (await fn()) return;
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  assert.fail('condition not reached in time');
-}

@@ -2,9 +2,11 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
+import http from 'node:http';
 import { ConflictError, InvalidArgumentError, NotFoundError, type ProcessInfo, type Sandbox } from '@warren/sdk';
 import type { ExecStreamEvent } from '@warren/protocol';
-import { startDaemon, stopAndCheckClean, eventually, sleep, type DaemonHandle } from './harness.js';
+import { startDaemon, stopAndCheckClean, eventually, type DaemonHandle } from './harness.js';
 
 // A hang (a lost exit event, a dead guest channel) must fail one test, not stall the suite.
 const T = { timeout: 90_000 };
@@ -270,36 +272,44 @@ test('a background timeout kills the process and marks it timedOut', T, async ()
 
 test("a command's lifetime is not tied to the HTTP request that started it", T, async () => {
   const go = marker('abort');
-  const ac = new AbortController();
-  const res = await fetch(`${d.url}/v1/sandboxes/${sbx.id}/exec?stream=1`, {
+  // node:http rather than fetch: the test hangs up the connection itself and watches it close.
+  const req = http.request(`${d.url}/v1/sandboxes/${sbx.id}/exec?stream=1`, {
     method: 'POST',
+    agent: false,
     headers: { authorization: `Bearer ${d.apiKey}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ cmd: `echo started; ${waitFor(go)}; echo finished; exit 3` }),
-    signal: ac.signal,
   });
-  assert.equal(res.status, 200);
-  assert.match(res.headers.get('content-type') ?? '', /ndjson/);
+  req.on('error', () => undefined); // the hang-up below cuts the response short
+  req.end(JSON.stringify({ cmd: `echo started; ${waitFor(go)}; echo finished; exit 3` }));
+  const [res] = (await once(req, 'response')) as [http.IncomingMessage];
+  res.on('error', () => undefined);
+  assert.equal(res.statusCode, 200);
+  assert.match(res.headers['content-type'] ?? '', /ndjson/);
+  const socket = req.socket!;
   // Read events until the command has certainly started, then hang up mid-stream.
-  const events: ExecStreamEvent[] = [];
-  const reader = res.body!.getReader();
-  const decoder = new TextDecoder();
-  let buffered = '';
-  while (!events.some((e) => e.type === 'stdout' && e.data.includes('started'))) {
-    const { value, done } = await reader.read();
-    assert.ok(!done, `stream ended early after ${JSON.stringify(events)}`);
-    buffered += decoder.decode(value, { stream: true });
-    const lines = buffered.split('\n');
-    buffered = lines.pop()!;
-    for (const l of lines) if (l.trim()) events.push(JSON.parse(l) as ExecStreamEvent);
-  }
+  const events = await new Promise<ExecStreamEvent[]>((resolve, reject) => {
+    const seen: ExecStreamEvent[] = [];
+    let buffered = '';
+    res.setEncoding('utf8');
+    res.on('data', (text: string) => {
+      buffered += text;
+      const lines = buffered.split('\n');
+      buffered = lines.pop()!;
+      for (const l of lines) if (l.trim()) seen.push(JSON.parse(l) as ExecStreamEvent);
+      if (seen.some((e) => e.type === 'stdout' && e.data.includes('started'))) resolve(seen);
+    });
+    res.on('end', () => reject(new Error(`stream ended early after ${JSON.stringify(seen)}`)));
+  });
   const [start] = events;
   assert.ok(start);
   assert.equal(start.type, 'start');
   const pid = (start as { pid: number }).pid;
-  ac.abort();
-  await reader.cancel().catch(() => undefined);
-  // Give the daemon time to notice the hang-up before checking that nothing was cut short.
-  await sleep(1000);
+  // The daemon's HTTP server keeps no half-open connection: it closes its side when the
+  // client ends its own, in the handling that also stops the stream. Once the connection is
+  // closed, the daemon has seen the hang-up; what it did about it reached the agent before
+  // the calls below.
+  const closed = once(socket, 'close', { signal: AbortSignal.timeout(15_000) });
+  socket.end();
+  await closed.catch(() => assert.fail('the daemon did not close the connection the client hung up within 15 s'));
   assert.equal((await info(pid))?.running, true, 'still running after the client left');
   await release(go);
   const p = await exited(pid);

@@ -10,7 +10,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Template, TemplateBuildError, type Recipe, type TemplateBuildEvent } from '@warren/sdk';
-import { REPO, TEMPLATES, runscContainers, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { REPO, TEMPLATES, eventually, runscContainers, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const TEST_ROOT = '/var/lib/warren-test';
 let d: DaemonHandle | undefined;
@@ -391,11 +391,15 @@ test('template prune drops the layers no version was built from, refuses during 
   });
   assert.ok(goneLayers.every(layerExists), 'a refused prune removed nothing');
   await busy.cancel();
-  const deadline = Date.now() + 30_000;
-  while (stagingLeft().length || buildContainers().length) {
-    assert.ok(Date.now() < deadline, `the cancelled build did not clean up: ${stagingLeft().join(',')}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await eventually(
+    () => {
+      const left = [...stagingLeft(), ...buildContainers()];
+      if (left.length) throw new Error(`left: ${left.join(',')}`);
+      return true;
+    },
+    30_000,
+    'the cancelled build to clean up',
+  );
 
   const pruned = await Template.pruneLayers({}, conn());
   assert.ok(pruned.removed >= goneLayers.length, JSON.stringify(pruned));
@@ -519,28 +523,42 @@ test('CLI: template build shows progress, ls, rm, and exits non-zero on failure'
 test('closing the build stream cancels the build and cleans up', async () => {
   const build = await sleepingBuild('tcancel');
   await build.cancel();
-  const deadline = Date.now() + 30_000;
-  while (buildContainers().length || mountsUnder(tpl).length || stagingLeft().length) {
-    assert.ok(Date.now() < deadline, `not cleaned up: ${buildContainers().join(',')} ${mountsUnder(tpl).join(',')} ${stagingLeft().join(',')}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await eventually(
+    () => {
+      const left = [...buildContainers(), ...mountsUnder(tpl), ...stagingLeft()];
+      if (left.length) throw new Error(`left: ${left.join(',')}`);
+      return true;
+    },
+    30_000,
+    'the cancelled build to clean up',
+  );
   assert.equal(existsSync(path.join(tpl, 'tcancel')), false);
 });
 
 test('a daemon killed mid-build leaves nothing once it is back', async () => {
   const events: TemplateBuildEvent[] = [];
+  let started: () => void = () => undefined;
+  const stepRuns = new Promise<void>((resolve) => (started = resolve));
   const building = Template.buildRecipe(
     { name: 'tkilled', from: 'base', steps: [{ type: 'run', cmd: 'echo started; sleep 120' }] },
-    { ...conn(), contextDir: ctx, onEvent: (e) => events.push(e) },
+    {
+      ...conn(),
+      contextDir: ctx,
+      onEvent: (e) => {
+        events.push(e);
+        if (e.type === 'log' && e.line === 'started') started();
+      },
+    },
   ).catch((err: Error) => err);
   // Wait until the step's command runs inside its build sandbox.
-  let settled: unknown;
-  void building.then((r) => (settled = r));
-  const deadline = Date.now() + 60_000;
-  while (!events.some((e) => e.type === 'log' && e.line === 'started')) {
-    assert.ok(Date.now() < deadline && settled === undefined, `the step did not start: ${String(settled)} ${JSON.stringify(events)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  let timer: NodeJS.Timeout | undefined;
+  const outcome = await Promise.race([
+    stepRuns.then(() => 'started'),
+    building,
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve('not started after 60 s'), 60_000))),
+  ]);
+  clearTimeout(timer);
+  assert.equal(outcome, 'started', `the step did not start: ${String(outcome)} ${JSON.stringify(events)}`);
   assert.equal(buildContainers().length, 1);
   assert.equal(mountsUnder(tpl).length, 1);
   // The build's own marker, the step's staging, and the version's: the layers below the last

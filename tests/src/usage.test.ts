@@ -6,11 +6,11 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { getUsage, InvalidArgumentError, Sandbox, type SandboxUsage, type UsageReport, type UsageTotals } from '@warren/sdk';
-import { REPO, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { REPO, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 // Round prices so expected costs are easy to read: 1 vCPU-s costs $0.001, 1 GiB-s $0.0001.
 const PRICES = { WARREN_PRICE_VCPU_HOUR: '3.6', WARREN_PRICE_GIB_HOUR: '0.36' };
@@ -57,13 +57,20 @@ function sameTotals(actual: UsageTotals, expected: UsageTotals, what: string): v
   close(actual.cost, expected.cost, `${what} cost`, 1e-5);
 }
 
-function warren(...args: string[]): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(path.join(REPO, 'bin/warren'), args, {
-    encoding: 'utf8',
-    env: { ...process.env, WARREN_URL: daemon().url, WARREN_API_KEY: daemon().apiKey },
-    timeout: 60_000,
+/**
+ * Runs the CLI without blocking the event loop: spawnSync held the SDK's idle keep-alive
+ * socket past the daemon's keep-alive timeout, and the next test's first request met a
+ * closed connection ("other side closed").
+ */
+function warren(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    execFile(
+      path.join(REPO, 'bin/warren'),
+      args,
+      { encoding: 'utf8', env: { ...process.env, WARREN_URL: daemon().url, WARREN_API_KEY: daemon().apiKey }, timeout: 60_000 },
+      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, stdout, stderr }),
+    );
   });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
 test('a killed sandbox is billed for its allocated resources while it ran, at the configured prices', T, async () => {
@@ -72,9 +79,19 @@ test('a killed sandbox is billed for its allocated resources while it ran, at th
   const big = await d.create({ metadata: { suite: 'usage' } });
   const small = await d.create({ metadata: { suite: 'usage' }, resources: { cpus: 1, memoryMB: 512 } });
   const created = Date.now();
-  await sleep(3000);
-  const running = await getUsage({ since: windowStart }, d.conn);
+  // Billed while they run: wait until the report shows each billed for 1.5 s since the
+  // creates (the clipped window below starts a second after them and must hold some of it).
+  const running = await eventually(
+    async () => {
+      const r = await getUsage({ since: new Date(created) }, d.conn);
+      return [big, small].every((s) => find(r, s.id)?.active && find(r, s.id)!.activeSeconds >= 1.5) ? r : undefined;
+    },
+    30_000,
+    'the report to show each sandbox billed for 1.5 s since the creates',
+    100,
+  );
   assert.equal(find(running, big.id)?.active, true, 'a running sandbox is being billed');
+  const killing = Date.now();
   await big.kill();
   await small.kill();
   const killed = Date.now();
@@ -92,7 +109,13 @@ test('a killed sandbox is billed for its allocated resources while it ran, at th
     assert.equal(u.active, false, 'a killed sandbox is no longer billed');
     assert.equal(u.template, 'base');
     assert.equal(u.apiKeyId, 'admin');
-    assert.ok(u.activeSeconds >= 2.5 && u.activeSeconds <= Math.min(30, lived + 0.01), `${sbx.id} active ${u.activeSeconds}s, lived at most ${lived}s`);
+    // At least from the create's answer to the kill, at most from before the create to after the kill.
+    const ran = (killing - created) / 1000;
+    assert.ok(u.activeSeconds >= find(running, sbx.id)!.activeSeconds, `${sbx.id} active ${u.activeSeconds}s, less than while it ran`);
+    assert.ok(
+      u.activeSeconds >= ran - 0.01 && u.activeSeconds <= Math.min(30, lived + 0.01),
+      `${sbx.id} active ${u.activeSeconds}s, ran at least ${ran}s, lived at most ${lived}s`,
+    );
     checkBilled(u, cpus, memoryMB);
   }
   // Resources make the difference: 2 vCPU + 2 GiB against 1 vCPU + 0.5 GiB for about as long.
@@ -120,9 +143,9 @@ test('a killed sandbox is billed for its allocated resources while it ran, at th
   const part = find(clipped, big.id)!.activeSeconds;
   assert.ok(full - part >= 0.99 && part > 0, `clipped ${part}s of ${full}s`);
 
-  // Windows after the kill and before the create see nothing of them.
-  await sleep(50);
-  const later = await getUsage({ since: new Date(killed + 10) }, d.conn);
+  // Windows after the kill and before the create see nothing of them (until is explicit: the
+  // default, now, may still be before since).
+  const later = await getUsage({ since: new Date(killed + 10), until: new Date(killed + 60_000) }, d.conn);
   assert.equal(find(later, big.id), undefined);
   assert.equal(find(later, small.id), undefined);
   const earlier = await getUsage({ since: new Date(windowStart.getTime() - 3_600_000), until: new Date(windowStart.getTime() - 1000) }, d.conn);
@@ -159,10 +182,10 @@ test('bad windows are refused with 400 naming the field', T, async () => {
 test('warren usage prints the report as a table and as JSON', T, async () => {
   const d = daemon();
   const sbx = await d.create({ metadata: { suite: 'usage-cli' }, resources: { cpus: 1, memoryMB: 1024 } });
-  await sleep(1500);
+  await eventually(async () => (find(await getUsage({}, d.conn), sbx.id)?.activeSeconds ?? 0) >= 1, 30_000, 'a second of it billed', 100);
   await sbx.kill();
 
-  const json = warren('usage', '--since', '10m', '--json');
+  const json = await warren('usage', '--since', '10m', '--json');
   assert.equal(json.code, 0, json.stderr);
   const r = JSON.parse(json.stdout) as UsageReport;
   const u = find(r, sbx.id);
@@ -170,7 +193,7 @@ test('warren usage prints the report as a table and as JSON', T, async () => {
   checkBilled(u, 1, 1024);
   close(Date.now() - Date.parse(r.since), 10 * 60_000, '--since 10m', 60_000);
 
-  const text = warren('usage', '--since', '1h');
+  const text = await warren('usage', '--since', '1h');
   assert.equal(text.code, 0, text.stderr);
   assert.match(text.stdout, /^SANDBOX\s+TEMPLATE\s+ACTIVE\s+VCPU-S\s+GIB-S\s+COST/m);
   assert.match(text.stdout, new RegExp(`^${sbx.id}\\s+base\\s+\\d+\\.\\ds\\s+[\\d.]+\\s+[\\d.]+\\s+\\$\\d+\\.\\d{6}`, 'm'));
@@ -179,11 +202,11 @@ test('warren usage prints the report as a table and as JSON', T, async () => {
   assert.match(text.stdout, /^total: \d+ sandbox(es)?, [\d.hms]+ active, [\d.]+ vCPU-s, [\d.]+ GiB-s, \$\d+\.\d{6}$/m);
   assert.match(text.stdout, /prices: \$3\.6 per vCPU-hour, \$0\.36 per GiB-hour/);
 
-  const empty = warren('usage', '--since', '2020-01-01', '--until', '2020-01-02');
+  const empty = await warren('usage', '--since', '2020-01-01', '--until', '2020-01-02');
   assert.equal(empty.code, 0, empty.stderr);
   assert.match(empty.stdout, /no sandbox ran in this window/);
 
-  const bad = warren('usage', '--since', 'last tuesday');
+  const bad = await warren('usage', '--since', 'last tuesday');
   assert.equal(bad.code, 1);
   assert.match(bad.stderr, /--since must be an ISO 8601 date or time .* or a duration/);
 });
@@ -200,9 +223,17 @@ test('a daemon restart keeps billing survivors and stops billing sandboxes that 
   const r1 = await getUsage({ since }, d.conn);
   assert.equal(find(r1, survivor.id)?.active, true, 'the survivor is still billed');
   assert.equal(find(r1, victim.id)?.active, false, 'the sandbox that died is billed no more');
-  await sleep(1000);
-  const r2 = await getUsage({ since }, d.conn);
-  assert.ok(find(r2, survivor.id)!.activeSeconds > find(r1, survivor.id)!.activeSeconds, 'the survivor accrues');
+  // The survivor accrues (the report counts an open interval to the millisecond); a dead one
+  // still billed would have accrued just as much meanwhile.
+  const r2 = await eventually(
+    async () => {
+      const r = await getUsage({ since }, d!.conn);
+      return find(r, survivor.id)!.activeSeconds >= find(r1, survivor.id)!.activeSeconds + 0.25 ? r : undefined;
+    },
+    10_000,
+    'the survivor to accrue a quarter of a second',
+    100,
+  );
   assert.equal(find(r2, victim.id)!.activeSeconds, find(r1, victim.id)!.activeSeconds, 'the dead one does not');
   // `survivor` talks to the crashed daemon; kill it through the new one.
   await (await Sandbox.connect(survivor.id, d.conn)).kill();

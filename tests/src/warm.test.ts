@@ -10,7 +10,18 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { bake, getBake, getPool, setPoolSize, Template, type Recipe, type Sandbox } from '@warren/sdk';
-import { REPO, TEMPLATES, allRunscContainers, containerOf, eventually, runscContainers, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import {
+  REPO,
+  TEMPLATES,
+  allRunscContainers,
+  containerOf,
+  eventually,
+  runscContainers,
+  sleep,
+  startDaemon,
+  stopAndCheckClean,
+  type DaemonHandle,
+} from './harness.js';
 
 const TEST_ROOT = '/var/lib/warren-test';
 const T = { timeout: 240_000 };
@@ -235,7 +246,16 @@ test('under host memory pressure the pool does not fill', T, async () => {
   const tight = await startDaemon({ env: { WARREN_TEMPLATES: tplDir, WARREN_POOL_MIN_FREE_MB: String(10 * 1024 * 1024) } });
   try {
     await setPoolSize('web', 2, tight.conn);
-    await new Promise((r) => setTimeout(r, 4000));
+    // Kept as a wait: a refill tick that yields to memory pressure leaves no trace (no log
+    // line, no counter) to wait for. So the pool is watched over the ticks that would fill it,
+    // the one setPoolSize runs at once and at least one of the 1 s refill timer, and a boot
+    // (booting 1 for the second or so it takes) is caught as soon as one starts.
+    const watchUntil = Date.now() + 1500;
+    while (Date.now() < watchUntil) {
+      const seen = await getPool('web', tight.conn);
+      assert.equal(seen.ready + seen.booting, 0, `the pool started to fill under memory pressure: ${JSON.stringify(seen)}`);
+      await sleep(100);
+    }
     const p = await getPool('web', tight.conn);
     assert.equal(p.ready, 0);
     assert.equal(p.booting, 0);
