@@ -15,6 +15,7 @@ export async function runTools(ctx: Context): Promise<void> {
   const tools = new Toolset(sbx, { cwd: '/tmp' });
   const { url, apiKey } = (await ctx.getDaemon()).conn;
   const devNull: number[] = [];
+  const catPipe: number[] = [];
   const toolCall: number[] = [];
   const wireBytes: number[] = [];
   // Interleaved, so that drift on a busy machine hits both alike.
@@ -23,6 +24,9 @@ export async function runTools(ctx: Context): Promise<void> {
     const r = await sbx.exec(`${PRINT_50MB} >/dev/null`);
     const floor = performance.now() - t0;
     if (r.exitCode !== 0) throw new Error(`the floor command failed: ${r.stderr}`);
+    t0 = performance.now();
+    await sbx.exec(`${PRINT_50MB} | cat >/dev/null`, { check: true });
+    const piped = performance.now() - t0;
     t0 = performance.now();
     const res = await fetch(`${url}/v1/sandboxes/${sbx.id}/tools/bash`, {
       method: 'POST',
@@ -34,6 +38,7 @@ export async function runTools(ctx: Context): Promise<void> {
     if (res.status !== 200) throw new Error(`bash tool call answered ${res.status}: ${body.toString()}`);
     if (i === 0) continue; // warm-up
     devNull.push(floor);
+    catPipe.push(piped);
     toolCall.push(call);
     // Body plus the response's status line and headers.
     let headerBytes = 17;
@@ -56,6 +61,15 @@ export async function runTools(ctx: Context): Promise<void> {
 
   const r = ctx.report;
   r.add({ key: 'exec-50mb-devnull', suite: SUITE, label: 'exec: print 50 MB > /dev/null (floor)', unit: 'ms', values: devNull, isBaseline: true });
+  r.add({
+    key: 'exec-50mb-cat',
+    suite: SUITE,
+    label: 'exec: print 50 MB | cat > /dev/null',
+    unit: 'ms',
+    values: catPipe,
+    baseline: 'exec-50mb-devnull',
+    note: 'the cheapest reader there is: what moving 50 MB through any pipe in gVisor costs',
+  });
   r.add({ key: 'tool-bash-50mb', suite: SUITE, label: 'bash tool: print 50 MB, keep the tail', unit: 'ms', values: toolCall, baseline: 'exec-50mb-devnull' });
   r.add({ key: 'tool-bash-50mb-bytes', suite: SUITE, label: '  bytes on the wire (response)', unit: 'bytes', values: wireBytes });
   r.add({ key: 'exec-true', suite: SUITE, label: "exec(['true']) round trip", unit: 'ms', values: trueExec, isBaseline: true });
