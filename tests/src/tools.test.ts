@@ -124,6 +124,21 @@ test('bash: a session keeps cd and exported variables between calls until restar
   assert.equal(bash(await s.call('bash', { command: 'pwd; echo "${N:-none}"' })).stdout, '/work\nnone\n');
 });
 
+test("bash: a session is the tool user's own: the sandbox user cannot plant commands in a root session", T, async () => {
+  // Hostile code running as the sandbox user writes session files wherever it can reach.
+  const plant = await sbx.exec(
+    'for d in /tmp/.warren-bash/root/ops /tmp/.warren-bash/default/ops /root/.warren-bash/ops; do mkdir -p $d 2>/dev/null && echo "export PWNED=1; touch /tmp/pwned" >$d/env; done; ls -d /root/.warren-bash 2>&1; true',
+  );
+  assert.match(plant.stdout, /Permission denied|No such file/);
+  const root = new Toolset(sbx, { session: 'ops', user: 'root' });
+  const r = bash(await root.call('bash', { command: 'echo "${PWNED:-clean}"; export MINE=1' }));
+  assert.equal(r.stdout, 'clean\n');
+  assert.equal((await sbx.exec('test -e /tmp/pwned && echo planted || echo clean')).stdout, 'clean\n');
+  assert.equal(bash(await root.call('bash', { command: 'echo $MINE; stat -c "%U %a" ~/.warren-bash/ops' })).stdout, '1\nroot 700\n');
+  // The user cannot read or replace the root session's state either.
+  assert.notEqual((await sbx.exec('cat /root/.warren-bash/ops/env')).exitCode, 0);
+});
+
 test('editor: create, view with line numbers and ranges, str_replace, insert and undo_edit', T, async () => {
   const path = '/work/app/main.py';
   assert.match(

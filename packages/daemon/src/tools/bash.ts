@@ -7,11 +7,11 @@
 import { type BashInput, DEFAULT_TOOL_TIMEOUT_SECONDS, type BashOutput } from '@warren/protocol';
 import type { ExecService } from '../core/exec.js';
 
-/** Where sessions keep their state, per user (each session runs as one user). */
-const SESSION_ROOT = '/tmp/.warren-bash';
+/** Where sessions keep their state, under the home of the user they run as. */
+const SESSION_DIR = '.warren-bash';
 
 /**
- * Runs `$2` in bash after restoring the session in directory `$1`, and saves it on the way
+ * Runs `$2` in bash after restoring the session named `$1`, and saves it on the way
  * out, whatever the exit (a failing command, `exit 3`). Exported variables are kept as
  * `export -p` prints them (sourcing that sets them again; a readonly one cannot be, and is
  * skipped quietly), the directory as `$PWD`: builtins and redirections only, no command
@@ -20,8 +20,11 @@ const SESSION_ROOT = '/tmp/.warren-bash';
  * PWD, OLDPWD and SHLVL come back too, and are then set by bash and the `cd` as before. A
  * directory that is gone leaves the call where it started. (`read` with IFS a newline drops
  * the newline that files written by the earlier `pwd >cwd` end with.)
+ * The state lives in the user's home, never in a shared directory: a session's env file is
+ * sourced, so one another user could write (as /tmp allows) would run code as this user,
+ * e.g. the sandbox's `user` planting commands for a root session.
  */
-const SESSION_SCRIPT = String.raw`__warren_state=$1
+const SESSION_SCRIPT = String.raw`__warren_state=$HOME/${SESSION_DIR}/$1
 __warren_cmd=$2
 __warren_start=$PWD
 set --
@@ -33,7 +36,7 @@ fi
 unset __warren_dir __warren_start
 __warren_save() {
   local rc=$?
-  [ -d "$__warren_state" ] || mkdir -p -- "$__warren_state"
+  [ -d "$__warren_state" ] || mkdir -p -m 700 -- "$__warren_state"
   printf '%s' "$PWD" >"$__warren_state/cwd"
   export -p >"$__warren_state/env"
   return $rc
@@ -49,13 +52,19 @@ export interface BashOptions {
 }
 
 export async function runBash(exec: ExecService, sandboxId: string, input: BashInput, opts: BashOptions): Promise<BashOutput> {
-  const stateDir = opts.session ? `${SESSION_ROOT}/${opts.user ?? 'default'}/${opts.session}` : undefined;
+  const session = opts.session;
   if (input.restart) {
-    if (stateDir) await exec.run(sandboxId, { argv: ['rm', '-rf', '--', stateDir], ...(opts.user ? { user: opts.user } : {}) });
+    if (session) {
+      // The session name is checked (letters, digits, _ and -), so it is one path segment.
+      await exec.run(sandboxId, {
+        argv: ['/bin/bash', '-c', `rm -rf -- "$HOME/${SESSION_DIR}/$1"`, 'warren-bash', session],
+        ...(opts.user ? { user: opts.user } : {}),
+      });
+    }
     if (input.command === undefined) return { stdout: 'shell session restarted\n', stderr: '', exit_code: 0, timed_out: false, truncated: false };
   }
   const command = input.command ?? '';
-  const argv = stateDir ? ['/bin/bash', '-c', SESSION_SCRIPT, 'warren-bash', stateDir, command] : ['/bin/bash', '-c', command];
+  const argv = session ? ['/bin/bash', '-c', SESSION_SCRIPT, 'warren-bash', session, command] : ['/bin/bash', '-c', command];
   const result = await exec.runKeepingTail(
     sandboxId,
     {
