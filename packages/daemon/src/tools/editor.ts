@@ -118,7 +118,9 @@ export class Editor {
     }
     await this.files.mkdir(sandboxId, posix.dirname(path), opts.user);
     await this.write(sandboxId, path, text, opts);
-    return `created ${path} (${text.split('\n').length} lines)`;
+    // A last line ending in a newline is one line, not two.
+    const lines = text === '' ? 0 : text.split('\n').length - (text.endsWith('\n') ? 1 : 0);
+    return `created ${path} (${lines} line${lines === 1 ? '' : 's'})`;
   }
 
   private async replace(sandboxId: string, path: string, oldStr: string, newStr: string, opts: EditOptions): Promise<string> {
