@@ -4,6 +4,7 @@
  */
 import type { Logger } from 'pino';
 import type { Registry } from './registry.js';
+import { transition } from './lifecycle.js';
 import type { SandboxService } from './sandboxes.js';
 
 const DEAD_RECORD_RETENTION_MS = 60 * 60 * 1000;
@@ -38,7 +39,7 @@ export class Reaper {
         await this.sandboxes.kill(r.id, 'ttl expired').catch((err: Error) => this.log.error({ sandbox: r.id, err: err.message }, 'reaping failed'));
       }
       for (const r of this.registry.inStates(['dead'])) {
-        if (r.expiresAt + DEAD_RECORD_RETENTION_MS < now) this.registry.delete(r.id);
+        if (r.expiresAt + DEAD_RECORD_RETENTION_MS < now) transition(this.registry, r.id, 'remove');
       }
     } finally {
       this.running = false;

@@ -13,6 +13,7 @@ import type { Logger } from 'pino';
 import type { SandboxDriver } from '../drivers/driver.js';
 import type { ImageStore } from './images.js';
 import type { Registry } from './registry.js';
+import { transition } from './lifecycle.js';
 import type { SandboxService } from './sandboxes.js';
 import { BUILD_CONTAINER_PREFIX } from '../templates/builder.js';
 
@@ -38,15 +39,15 @@ export async function recover(opts: {
     if (saved) {
       if (host) await driver.destroy(r.id); // a resume or a hibernate that had not finished
       onHost.delete(r.id);
-      registry.setState(r.id, 'hibernated');
+      transition(registry, r.id, 'recover-saved');
     } else if (host?.running) {
-      registry.setState(r.id, 'running'); // the hibernate never got to save it: re-attached below
+      transition(registry, r.id, 'recover-running'); // the hibernate never got to save it: re-attached below
       await images.remove(images.hibernated(r.id));
     } else {
       onHost.delete(r.id);
       await driver.destroy(r.id);
       await images.remove(images.hibernated(r.id));
-      registry.setState(r.id, 'dead', 'the daemon stopped while the sandbox was hibernating, before its image was complete');
+      transition(registry, r.id, 'die', 'the daemon stopped while the sandbox was hibernating, before its image was complete');
       lost++;
     }
   }
@@ -57,13 +58,13 @@ export async function recover(opts: {
     if (r.state === 'creating') {
       // Its creator is gone; nobody is waiting for it. Undo it completely.
       await driver.destroy(r.id);
-      registry.delete(r.id);
+      transition(registry, r.id, 'remove');
       orphans++;
       continue;
     }
     if (!host?.running) {
       await driver.destroy(r.id);
-      registry.setState(r.id, 'dead', 'the sandbox stopped while the daemon was down');
+      transition(registry, r.id, 'die', 'the sandbox stopped while the daemon was down');
       lost++;
       continue;
     }
