@@ -47,6 +47,27 @@ module.exports = {
       to: { path: '^packages/daemon/src/(core|network|templates)/' },
     },
     {
+      name: 'sandbox-parts-below-facade',
+      severity: 'error',
+      comment: 'the parts of the sandbox service (core/sandboxes/) are wired by its facade (core/sandboxes.ts); none of them imports it',
+      from: { path: '^packages/daemon/src/core/sandboxes/' },
+      to: { path: '^packages/daemon/src/core/sandboxes[.]ts$' },
+    },
+    {
+      name: 'sandboxes-do-not-import-bake',
+      severity: 'error',
+      comment: 'bakes and sandbox boots share only core/template-start.ts; the service gets the Baker as an interface (BakedImages)',
+      from: { path: '^packages/daemon/src/core/sandboxes([.]ts$|/)' },
+      to: { path: '^packages/daemon/src/core/bake[.]ts$' },
+    },
+    {
+      name: 'bake-does-not-import-sandboxes',
+      severity: 'error',
+      comment: 'a bake boots its own sandbox through the driver; it knows nothing of the sandbox service',
+      from: { path: '^packages/daemon/src/core/bake[.]ts$' },
+      to: { path: '^packages/daemon/src/core/sandboxes([.]ts$|/)' },
+    },
+    {
       name: 'sdk-is-a-client',
       severity: 'error',
       comment: 'the SDK talks HTTP to the daemon; it does not import it',
