@@ -26,7 +26,8 @@ build_root=/var/cache/warren/runsc-build
 src_pkg=golang-gvisor-gvisor
 suite=bookworm-backports
 repo_dir=$(pwd)
-step() { log "runsc build: $*"; }
+# Progress goes to stderr: stdout carries only the path of the binary, for callers to read.
+step() { log "runsc build: $*" >&2; }
 
 # --- a deb-src entry for bookworm-backports, on the mirror apt already uses --------------
 src_version() { apt-cache showsrc "$src_pkg" 2>/dev/null | awk '/^Version:/{print $2}' | grep 2024 | sort -V | tail -1 || true; }
