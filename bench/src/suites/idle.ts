@@ -6,8 +6,7 @@
  * of their host processes (/proc/PID/stat, all threads), in 10 s slices: a row's samples are
  * every member's every slice. Target: ≤ 0.2% of a core each (docs/runsc.md).
  */
-import { readFileSync } from 'node:fs';
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { getPool, setPoolSize, type HealthInfo } from '@warren/sdk';
 import { allRunscContainers, containerOf } from '@warren/tests/harness';
@@ -136,20 +135,33 @@ export async function runIdle(ctx: Context): Promise<void> {
       r.note(`idle: no ${label} to measure`);
       return;
     }
-    r.add({ key: `idle-${key}`, suite: SUITE, label: `${label} (${count(key)})`, unit: '% core', values, ...(baseline ? { baseline: `idle-${baseline}` } : { isBaseline: true }) });
+    r.add({
+      key: `idle-${key}`,
+      suite: SUITE,
+      label: `${label} (${count(key)})`,
+      unit: '% core',
+      values,
+      ...(baseline ? { baseline: `idle-${baseline}` } : { isBaseline: true }),
+    });
   };
   add('raw-packaged', `raw runsc run sleep, packaged ${PACKAGED}`);
   add('raw-daemon', `raw runsc run sleep, daemon's runsc (${health.runsc.kind})`, 'raw-packaged');
   add('sandbox', 'idle warren sandbox', 'raw-packaged');
   add('shell', 'shell (runsc create, not yet used)', 'raw-packaged');
   add('pool', 'warm-pool member (base)', 'raw-packaged');
-  r.note(`idle: ${windowS} s window in ${SLICE_S} s slices; daemon runsc ${health.runsc.kind} ${daemonRunsc} (${health.runsc.version}); CPU time of other helpers' work does not count, but a loaded machine delays wake-ups`);
+  r.note(
+    `idle: ${windowS} s window in ${SLICE_S} s slices; daemon runsc ${health.runsc.kind} ${daemonRunsc} (${health.runsc.version}); CPU time of other helpers' work does not count, but a loaded machine delays wake-ups`,
+  );
   for (const [key, label] of [
     ['sandbox', 'idle sandbox'],
     ['shell', 'shell'],
     ['pool', 'pool member'],
   ] as const) {
     if (!r.get(`idle-${key}`)) continue;
-    r.target(`${label} idles at ≤ ${TARGET_PERCENT}% of a core`, r.p50(`idle-${key}`) <= TARGET_PERCENT, `p50 ${r.p50(`idle-${key}`).toFixed(3)}% (raw packaged runsc ${r.p50('idle-raw-packaged').toFixed(2)}%)`);
+    r.target(
+      `${label} idles at ≤ ${TARGET_PERCENT}% of a core`,
+      r.p50(`idle-${key}`) <= TARGET_PERCENT,
+      `p50 ${r.p50(`idle-${key}`).toFixed(3)}% (raw packaged runsc ${r.p50('idle-raw-packaged').toFixed(2)}%)`,
+    );
   }
 }
