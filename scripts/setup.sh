@@ -36,6 +36,17 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 log "runsc: $(runsc --version | head -1)"
 
+# --- warren's runsc build ----------------------------------------------------------------
+# With the packaged runsc every idle sandbox costs 3-4% of a core; warren's build from
+# Debian's own gVisor source package parks the idle monitor (docs/runsc.md). Several minutes
+# the first time, cached afterwards. A failed build is a warning: the daemon then uses the
+# packaged runsc. WARREN_BUILD_RUNSC=0 skips it.
+if [ "${WARREN_BUILD_RUNSC:-1}" != 0 ]; then
+  if ! bash scripts/build-runsc.sh >/dev/null; then
+    printf '\033[33m[warren] warning:\033[0m %s\n' "building the patched runsc failed (see the message above and /var/cache/warren/runsc-build/build.log); the daemon uses the packaged runsc, whose idle sandboxes cost 3-4% of a core each" >&2
+  fi
+fi
+
 # --- Node and npm packages -------------------------------------------------------------
 node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
 [ "$node_major" -ge 20 ] || die "Node.js 20 or newer is required (found: $(node -v 2>/dev/null || echo none))"
@@ -66,7 +77,8 @@ WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren te
 # --- daemon and demo -------------------------------------------------------------------
 # A daemon this script started from an older build is restarted on the new one: sandboxes
 # survive daemon restarts (they are re-attached), so nothing is lost.
-build_id=$({ find packages/*/dist -type f \( -name '*.js' -o -name '*.cjs' -o -name warren-init \) -print0 | sort -z | xargs -0 cat; } | sha256sum | cut -c1-16)
+# The runsc build the daemon would pick counts too: a new one is used after a restart.
+build_id=$({ find packages/*/dist -type f \( -name '*.js' -o -name '*.cjs' -o -name warren-init \) -print0 | sort -z | xargs -0 cat; readlink "${WARREN_RUNSC_CACHE:-/usr/local/lib/warren/runsc}/current" || true; } | sha256sum | cut -c1-16)
 pid_file="$WARREN_HOME/daemon.pid"
 if ./bin/warren ls >/dev/null 2>&1 && [ -f "$pid_file" ] \
   && [ "$(cat "$WARREN_HOME/daemon.build" 2>/dev/null)" != "$build_id" ] && kill -0 "$(cat "$pid_file")" 2>/dev/null; then

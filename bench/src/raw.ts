@@ -20,8 +20,16 @@ export class RawRunsc {
   private readonly bundles: string;
   private seq = 0;
 
-  constructor(private ctx: Context) {
-    const dir = ctx.tmp('raw');
+  /**
+   * `binary`: the runsc to run (the idle suite compares the packaged one with warren's
+   * build); `label` keeps two instances' containers and temp dirs apart.
+   */
+  constructor(
+    private ctx: Context,
+    private readonly binary = 'runsc',
+    private readonly label = 'raw',
+  ) {
+    const dir = ctx.tmp(label);
     this.root = path.join(dir, 'runsc');
     this.bundles = path.join(dir, 'bundles');
     mkdirSync(this.root, { recursive: true });
@@ -36,7 +44,7 @@ export class RawRunsc {
 
   /** Writes a bundle for `args` and returns [container id, bundle dir]. */
   bundle(args: string[], network: RawNetwork = 'none'): [string, string] {
-    const id = `wbench-${process.pid}-${++this.seq}`;
+    const id = `wbench-${process.pid}-${this.label === 'raw' ? '' : `${this.label}-`}${++this.seq}`;
     const dir = path.join(this.bundles, id);
     mkdirSync(dir);
     const spec = {
@@ -66,7 +74,7 @@ export class RawRunsc {
   /** `runsc run` in the foreground; resolves with its stdout. Fails on a non-zero exit. */
   async runCapture(args: string[], network: RawNetwork = 'none'): Promise<string> {
     const [id, dir] = this.bundle(args, network);
-    const child = spawn('runsc', [...this.flags(network), 'run', '--bundle', dir, id], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(this.binary, [...this.flags(network), 'run', '--bundle', dir, id], { stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -85,7 +93,7 @@ export class RawRunsc {
     const [id, dir] = this.bundle(args);
     let stderr = '';
     const t0 = performance.now();
-    const child = spawn('runsc', [...this.flags(), 'run', '--bundle', dir, id], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(this.binary, [...this.flags(), 'run', '--bundle', dir, id], { stdio: ['ignore', 'ignore', 'pipe'] });
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const code = await new Promise<number | null>((resolve, reject) => {
       child.on('error', reject);
@@ -126,7 +134,7 @@ export class RawRunsc {
         pump();
       });`;
     const [id, dir] = this.bundle([GUEST_NODE, '-e', script]);
-    const child = spawn('runsc', [...this.flags(), 'run', '--bundle', dir, id], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const child = spawn(this.binary, [...this.flags(), 'run', '--bundle', dir, id], { stdio: ['pipe', 'pipe', 'pipe'] });
     let stderr = '';
     child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
     const exited = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
@@ -182,9 +190,9 @@ export class RawRunsc {
   async runDetached(args: string[]): Promise<{ id: string; dir: string; remove: () => Promise<void> }> {
     const [id, dir] = this.bundle(args);
     // stdio must not be a pipe: the sandbox inherits it and would hold it open.
-    execFileSync('runsc', [...this.flags(), 'run', '--detach', '--bundle', dir, id], { stdio: 'ignore', timeout: 60_000 });
+    execFileSync(this.binary, [...this.flags(), 'run', '--detach', '--bundle', dir, id], { stdio: 'ignore', timeout: 60_000 });
     const remove = this.ctx.defer(`delete raw container ${id}`, () => {
-      execFileSync('runsc', [...this.flags(), 'delete', '--force', id], { stdio: 'ignore', timeout: 30_000 });
+      execFileSync(this.binary, [...this.flags(), 'delete', '--force', id], { stdio: 'ignore', timeout: 30_000 });
       rmSync(dir, { recursive: true, force: true });
     });
     return { id, dir, remove };
@@ -192,7 +200,7 @@ export class RawRunsc {
 
   private list(): string[] {
     try {
-      return execFileSync('runsc', ['--root', this.root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean);
+      return execFileSync(this.binary, ['--root', this.root, 'list', '--quiet'], { encoding: 'utf8' }).split('\n').filter(Boolean);
     } catch {
       return [];
     }
@@ -201,7 +209,7 @@ export class RawRunsc {
   private deleteAll(): void {
     for (const id of this.list()) {
       try {
-        execFileSync('runsc', [...this.flags(), 'delete', '--force', id], { stdio: 'ignore', timeout: 30_000 });
+        execFileSync(this.binary, [...this.flags(), 'delete', '--force', id], { stdio: 'ignore', timeout: 30_000 });
       } catch {
         // A foreground `runsc run` may be tearing it down at the same moment; checked below.
       }

@@ -3,6 +3,7 @@ import path from 'node:path';
 import { DEFAULT_MAX_FORK_COUNT, WarrenError } from '@warren/protocol';
 import { checkAllow } from './network/presets.js';
 import { parseDnsServers } from './network/resolver.js';
+import { DEFAULT_RUNSC_CACHE } from './drivers/gvisor/runsc-binary.js';
 
 export const DEFAULT_HOME = '/var/lib/warren';
 export const DEFAULT_PORT = 7070;
@@ -11,7 +12,13 @@ export interface DaemonConfig {
   home: string;
   host: string;
   port: number;
-  runscBinary: string;
+  /**
+   * The runsc binary to use instead of choosing one (WARREN_RUNSC); absent: the patched build
+   * if it passes its self-check, else the packaged runsc (drivers/gvisor/runsc-binary.ts).
+   */
+  runscBinary?: string;
+  /** Where scripts/build-runsc.sh installs patched runsc builds (WARREN_RUNSC_CACHE). */
+  runscCache: string;
   /** Interval of the TTL reaper. */
   reapIntervalMs: number;
   /** Where built templates live; default <home>/templates (tests share one build). */
@@ -58,7 +65,8 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     home: path.resolve(overrides.home ?? env.WARREN_HOME ?? DEFAULT_HOME),
     host: overrides.host ?? env.WARREN_HOST ?? '127.0.0.1',
     port: overrides.port ?? (env.WARREN_PORT ? Number(env.WARREN_PORT) : DEFAULT_PORT),
-    runscBinary: overrides.runscBinary ?? env.WARREN_RUNSC ?? 'runsc',
+    runscBinary: overrides.runscBinary ?? (env.WARREN_RUNSC || undefined),
+    runscCache: path.resolve(overrides.runscCache ?? (env.WARREN_RUNSC_CACHE || DEFAULT_RUNSC_CACHE)),
     reapIntervalMs: overrides.reapIntervalMs ?? 1000,
     bake: overrides.bake ?? env.WARREN_BAKE !== '0',
     maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),

@@ -1,7 +1,5 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
-import { WarrenError } from '@warren/protocol';
-import path from 'node:path';
+import { mkdirSync, readFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { serve, type ServerType } from '@hono/node-server';
@@ -30,6 +28,7 @@ import { hostSources, Presets } from './network/presets.js';
 import { measureHost } from './core/admission.js';
 import { UsageMeter } from './core/usage.js';
 import { GvisorDriver } from './drivers/gvisor/driver.js';
+import { chooseRunsc } from './drivers/gvisor/runsc-binary.js';
 import { SandboxHostFiles } from './storage/sandbox-host-files.js';
 import { TemplateCatalog } from './templates/catalog.js';
 import { TemplateBuilder } from './templates/builder.js';
@@ -47,16 +46,6 @@ export interface RunningDaemon {
   adminKeyFile: string;
   log: Logger;
   close(): Promise<void>;
-}
-
-/** The file a command name runs, found in PATH like a shell would. */
-function findExecutable(name: string): string {
-  if (name.includes('/')) return name;
-  for (const dir of (process.env.PATH ?? '').split(':')) {
-    const candidate = path.join(dir || '.', name);
-    if (existsSync(candidate)) return candidate;
-  }
-  throw new WarrenError('failed_precondition', `${name} not found in PATH; install runsc (scripts/setup.sh) or set WARREN_RUNSC`);
 }
 
 export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promise<RunningDaemon> {
@@ -82,6 +71,10 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     const expanded = await presets.expand(config.defaultAllow, 'WARREN_DEFAULT_ALLOW');
     log.info({ allow: expanded.given, expanded: expanded.rules }, 'default egress policy (WARREN_DEFAULT_ALLOW) for sandboxes created without one');
   }
+  // Chosen before anything is locked or mounted, so a WARREN_RUNSC that does not run stops here.
+  const runsc = await chooseRunsc({ ...(config.runscBinary ? { override: config.runscBinary } : {}), cacheDir: config.runscCache });
+  // A fallback is worth a warning: every idle sandbox then costs 3-4% of a core (docs/runsc.md).
+  (runsc.kind === 'packaged' ? log.warn : log.info).call(log, { runsc }, `runsc: ${runsc.kind} ${runsc.binary}`);
   for (const dir of [paths.runscRoot, paths.sandboxes, paths.bakes, config.templatesDir]) mkdirSync(dir, { recursive: true, mode: 0o700 });
   const lock = await acquireHomeLock(paths.lockSocket, config.home);
 
@@ -91,7 +84,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
 
   const driver = new GvisorDriver({
-    runscBinary: config.runscBinary,
+    runscBinary: runsc.binary,
     stateRoot: paths.runscRoot,
     sandboxesDir: paths.sandboxes,
     shellsDir: paths.shells,
@@ -105,7 +98,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     driver,
     catalog: templates,
     dir: paths.bakes,
-    inputs: [...hostFiles.agentInputs, process.execPath, findExecutable(config.runscBinary)],
+    inputs: [...hostFiles.agentInputs, process.execPath, runsc.binary],
     enabled: config.bake,
     log,
   });
@@ -150,7 +143,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
 
   const builder = new TemplateBuilder({
     templatesDir: config.templatesDir,
-    runscBinary: config.runscBinary,
+    runscBinary: runsc.binary,
     runscRoot: paths.runscRoot,
     hostFiles,
     catalog: templates,
@@ -193,6 +186,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     logFile,
     tools: new ToolService(exec, files),
     version: VERSION,
+    runsc,
     selfUrl: () => loopbackUrl(config.host, listeningPort),
   });
   const server: ServerType = await new Promise((resolve) => {

@@ -243,10 +243,26 @@ export interface FileStat {
 export const MkdirRequest = z.object({ path: z.string().min(1) }).strict();
 export const MoveRequest = z.object({ from: z.string().min(1), to: z.string().min(1) }).strict();
 
+/**
+ * Which runsc binary the daemon runs sandboxes with, and why (docs/runsc.md):
+ * `patched`: warren's own build (scripts/build-runsc.sh) passed its self-check;
+ * `packaged`: the runsc found in PATH, because there is no usable patched build (`reason` says why);
+ * `override`: WARREN_RUNSC named the binary.
+ */
+export interface RunscInfo {
+  kind: 'patched' | 'packaged' | 'override';
+  /** Absolute path of the binary. */
+  binary: string;
+  /** First line of `runsc --version`. */
+  version: string;
+  reason: string;
+}
+
 export interface HealthInfo {
   ok: true;
   version: string;
   sandboxes: number;
+  runsc: RunscInfo;
 }
 
 /** A template's warm pool: configured size, members ready now, and how claims went. */

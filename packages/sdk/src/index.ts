@@ -16,3 +16,4 @@ export { getDaemonLogs, LOG_LEVELS, type LogsOptions } from './logs.js';
 export type { LogEntry, LogLevel, LogsResponse } from '@warren/protocol';
 export { Toolset, bestOf, type ToolsetOptions, type AttemptOutcome } from './tools.js';
 export type { ToolResult, BashOutput, EditOutput, ToolFailure, ToolFormat, AnthropicToolSchema, OpenAiToolSchema } from '@warren/protocol';
+export type { HealthInfo, RunscInfo } from '@warren/protocol';

@@ -3,7 +3,7 @@ import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
 import type { Logger } from 'pino';
-import { WarrenError, type HealthInfo } from '@warren/protocol';
+import { WarrenError, type HealthInfo, type RunscInfo } from '@warren/protocol';
 import type { Registry } from '../core/registry.js';
 import type { SandboxService } from '../core/sandboxes.js';
 import type { ExecService } from '../core/exec.js';
@@ -51,6 +51,8 @@ export interface ApiDeps {
   logFile: LogFile;
   tools: ToolService;
   version: string;
+  /** The runsc binary sandboxes run with, and why (drivers/gvisor/runsc-binary.ts). */
+  runsc: RunscInfo;
   /** This daemon's API on loopback (known once it listens): where `/mcp`'s tools send their calls. */
   selfUrl: () => string;
 }
@@ -80,7 +82,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
     })(c, next);
   });
 
-  app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive() } satisfies HealthInfo));
+  app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive(), runsc: deps.runsc } satisfies HealthInfo));
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));

@@ -9,6 +9,7 @@ import { pino, type Logger } from 'pino';
 import { BuildTemplateRequest, validationError, type TemplateBuildEvent } from '@warren/protocol';
 import { layout, resolveConfig } from '../config.js';
 import { TemplateBuilder } from './builder.js';
+import { chooseRunsc } from '../drivers/gvisor/runsc-binary.js';
 import { SandboxHostFiles } from '../storage/sandbox-host-files.js';
 import { publicTemplateInfo, TemplateCatalog, type TemplateInfo } from './catalog.js';
 import { planBuild } from './plan.js';
@@ -31,9 +32,11 @@ export async function buildTemplateLocally(request: unknown, opts: LocalBuildOpt
   const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
   const log = opts.log ?? pino({ name: 'warren-build', level: 'warn' }, pino.destination(2));
   const catalog = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
+  // The same choice as the daemon's, so a local build runs what sandboxes will run.
+  const runsc = await chooseRunsc({ ...(config.runscBinary ? { override: config.runscBinary } : {}), cacheDir: config.runscCache });
   const builder = new TemplateBuilder({
     templatesDir: config.templatesDir,
-    runscBinary: config.runscBinary,
+    runscBinary: runsc.binary,
     runscRoot: paths.runscRoot,
     hostFiles,
     catalog,
