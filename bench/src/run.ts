@@ -14,6 +14,7 @@
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
+ *   BENCH_WORKLOAD_ENV='GLIBC_TUNABLES=' node bench/dist/run.js workload  # plus sandbox rows with this env (K=V;K2=V2)
  *
  * Needs what the e2e tests need (runsc, the base template, a built warren) and root.
  */

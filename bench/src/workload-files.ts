@@ -25,7 +25,7 @@ const TESTS_PER_MODULE = 10;
 const NPM_PACKAGES = 60;
 /** Packages bigger than this stay out of the npm project: the point is many small packages. */
 const NPM_MAX_PACKAGE_BYTES = 3_000_000;
-export const HOST_NPM = '/usr/lib/node_modules/npm';
+const HOST_NPM = '/usr/lib/node_modules/npm';
 const PIP_WHEELS = '/usr/share/python-wheels';
 export const WHEEL = 'wheels/warren_bench_pkg-1.0-py3-none-any.whl';
 
@@ -41,7 +41,24 @@ function prng(seed: number): () => number {
   };
 }
 
-const WORDS = ['sandbox', 'kernel', 'commit', 'index', 'tree', 'blob', 'stream', 'buffer', 'handle', 'config', 'parse', 'render', 'worker', 'queue', 'cache', 'token'];
+const WORDS = [
+  'sandbox',
+  'kernel',
+  'commit',
+  'index',
+  'tree',
+  'blob',
+  'stream',
+  'buffer',
+  'handle',
+  'config',
+  'parse',
+  'render',
+  'worker',
+  'queue',
+  'cache',
+  'token',
+];
 
 function sourceFile(rand: () => number, i: number): string {
   const pick = () => WORDS[Math.floor(rand() * WORDS.length)] ?? 'x';
@@ -155,17 +172,25 @@ function writeNpmProject(dir: string, home: string): number {
   const npm = [path.join(HOST_NPM, 'bin/npm-cli.js')];
   const env = { ...process.env, HOME: home, npm_config_cache: path.join(home, '.npm-pack'), npm_config_update_notifier: 'false' };
   const packed = JSON.parse(
-    execFileSync(process.execPath, [...npm, 'pack', '--json', '--ignore-scripts', '--pack-destination', tarballs, ...names.map((n) => path.join(REPO, 'node_modules', n))], {
-      cwd: dir,
-      env,
-      encoding: 'utf8',
-      maxBuffer: 64 * 2 ** 20,
-    }),
+    execFileSync(
+      process.execPath,
+      [...npm, 'pack', '--json', '--ignore-scripts', '--pack-destination', tarballs, ...names.map((n) => path.join(REPO, 'node_modules', n))],
+      {
+        cwd: dir,
+        env,
+        encoding: 'utf8',
+        maxBuffer: 64 * 2 ** 20,
+      },
+    ),
   ) as { name: string; filename: string }[];
   const dependencies: Record<string, string> = {};
   for (const p of packed) dependencies[p.name] = `file:tarballs/${p.filename}`;
   writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ name: 'workload-npm', version: '1.0.0', private: true, dependencies }, null, 2));
-  execFileSync(process.execPath, [...npm, 'install', '--package-lock-only', '--offline', '--ignore-scripts', '--no-audit', '--no-fund'], { cwd: dir, env, stdio: 'pipe' });
+  execFileSync(process.execPath, [...npm, 'install', '--package-lock-only', '--offline', '--ignore-scripts', '--no-audit', '--no-fund'], {
+    cwd: dir,
+    env,
+    stdio: 'pipe',
+  });
   return packed.length;
 }
 

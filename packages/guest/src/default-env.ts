@@ -16,7 +16,7 @@
  * memory a process keeps after a peak (up to 64 MiB per malloc arena), counted against the
  * sandbox's memory limit. `GLIBC_TUNABLES=` (empty) in a sandbox's or command's env opts out.
  */
-export const DEFAULT_GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216';
+const DEFAULT_GLIBC_TUNABLES = 'glibc.malloc.mmap_threshold=4194304:glibc.malloc.trim_threshold=67108864:glibc.malloc.top_pad=16777216';
 
 export const DEFAULT_COMMAND_ENV: Readonly<Record<string, string>> = {
   GLIBC_TUNABLES: DEFAULT_GLIBC_TUNABLES,
