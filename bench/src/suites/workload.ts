@@ -142,7 +142,9 @@ export async function runWorkload(ctx: Context): Promise<void> {
     }
     // A round takes minutes on a loaded machine: show where the run is.
     const last = (m: Map<string, number[]>, k: string) => m.get(k)!.at(-1)!.toFixed(0);
-    console.log(`  round ${round + 1}/${n} (ms, host/sandbox${variant ? '/variant' : ''}): ${COMMANDS.map((c) => `${c.key} ${last(host, c.key)}/${last(inside, c.key)}${variant ? `/${last(withVariant, c.key)}` : ''}`).join(', ')}`);
+    console.log(
+      `  round ${round + 1}/${n} (ms, host/sandbox${variant ? '/variant' : ''}): ${COMMANDS.map((c) => `${c.key} ${last(host, c.key)}/${last(inside, c.key)}${variant ? `/${last(withVariant, c.key)}` : ''}`).join(', ')}`,
+    );
   }
   await kill();
 
