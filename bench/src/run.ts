@@ -15,6 +15,7 @@
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
  *   BENCH_WORKLOAD_ENV='GLIBC_TUNABLES=' node bench/dist/run.js workload  # plus sandbox rows with this env (K=V;K2=V2)
+ *   BENCH_WORKLOAD_HOST_DISK=1 node bench/dist/run.js workload  # host copy in /tmp instead of /dev/shm
  *
  * Needs what the e2e tests need (runsc, the base template, a built warren) and root.
  */
