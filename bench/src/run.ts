@@ -11,9 +11,12 @@
  *   node bench/dist/run.js python --n python=200            # Python SDK vs TS SDK exec round trips
  *   node bench/dist/run.js mcp --n mcp=200                  # an MCP tool call (stdio, HTTP) vs Toolset.call
  *   node bench/dist/run.js idle --n idle=60                 # idle CPU of sandboxes, shells, pool members vs raw runsc
+ *   node bench/dist/run.js workload --n workload=3          # agent commands (git, grep, tsc, npm ci, pip...) host vs sandbox
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
+ *   BENCH_WORKLOAD_ENV='GLIBC_TUNABLES=' node bench/dist/run.js workload  # plus sandbox rows with this env (K=V;K2=V2)
+ *   BENCH_WORKLOAD_HOST_DISK=1 node bench/dist/run.js workload  # host copy in /tmp instead of /dev/shm
  *
  * Needs what the e2e tests need (runsc, the base template, a built warren) and root.
  */
@@ -33,6 +36,7 @@ import { runTools } from './suites/tools.js';
 import { runPython } from './suites/python.js';
 import { runMcp } from './suites/mcp.js';
 import { runIdle } from './suites/idle.js';
+import { runWorkload } from './suites/workload.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -47,6 +51,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   python: runPython,
   mcp: runMcp,
   idle: runIdle,
+  workload: runWorkload,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -61,6 +66,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   python: ['python'],
   mcp: ['mcp'],
   idle: ['idle'],
+  workload: ['workload (host vs sandbox)'],
 };
 
 function usage(msg?: string, code = 2): never {
@@ -114,7 +120,8 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
         k === 'fork8' ||
         k === 'egressbulk' ||
         k === 'egressconc' ||
-        k === 'idle'
+        k === 'idle' ||
+        k === 'workload'
         ? 2
         : 5,
       Math.round(iters[k] * s),

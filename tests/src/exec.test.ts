@@ -91,6 +91,17 @@ test('env given at create and per exec; per-exec env wins and does not persist',
   assert.equal(root.stdout, 'create-value\n');
 });
 
+test("commands start with glibc's malloc tunables (docs/performance.md), and an empty GLIBC_TUNABLES opts out", T, async () => {
+  // Asks glibc's own loader which values it took, rather than reading the variable back.
+  const tunables = "/lib64/ld-linux-x86-64.so.2 --list-tunables | grep -E 'glibc.malloc.(mmap_threshold|trim_threshold|top_pad):' | sort";
+  const r = await sbx.exec(tunables, { check: true });
+  assert.match(r.stdout, /glibc\.malloc\.mmap_threshold: 0x400000 /);
+  assert.match(r.stdout, /glibc\.malloc\.top_pad: 0x1000000 /);
+  assert.match(r.stdout, /glibc\.malloc\.trim_threshold: 0x4000000 /);
+  const off = await sbx.exec(tunables, { check: true, env: { GLIBC_TUNABLES: '' } });
+  assert.match(off.stdout, /glibc\.malloc\.mmap_threshold: 0x0 /);
+});
+
 test('stdin text is delivered and then closed', T, async () => {
   const r = await sbx.exec('cat', { stdin: 'line one\nline two\n' });
   assert.equal(r.stdout, 'line one\nline two\n');

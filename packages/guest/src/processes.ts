@@ -11,6 +11,7 @@ import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserId
 import type { Channel } from './channel.js';
 import { OutputTail } from './tail.js';
 import type { ExitStatus, Spawner } from './spawner.js';
+import { DEFAULT_COMMAND_ENV } from './default-env.js';
 
 const OUTPUT_DIR = '/run/warren/procs';
 /** After the main process exits, how long to wait for children that still hold its pipes. */
@@ -78,6 +79,7 @@ export class ProcessTable {
       SHELL: user.shell,
       LANG: 'C.UTF-8',
       TERM: 'xterm-256color',
+      ...DEFAULT_COMMAND_ENV,
       ...this.sandboxEnv,
       ...(params.env ?? {}),
     };
