@@ -10,7 +10,7 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python', 'cli'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -45,6 +45,8 @@ export const DEFAULT_ITERS = {
   tools: 5,
   /** Calls of each kind per SDK in the python suite (Python and TS SDK interleaved). */
   python: 100,
+  /** `warren ls` runs (bundled and module tree), each beside a `node -e 0`. */
+  cli: 30,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

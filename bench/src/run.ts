@@ -10,6 +10,7 @@
  *   node bench/dist/run.js tools --n tools=10               # agent tools: bash on 50 MB of output
  *   node bench/dist/run.js python --n python=200            # Python SDK vs TS SDK exec round trips
  *   node bench/dist/run.js mcp --n mcp=200                  # an MCP tool call (stdio, HTTP) vs Toolset.call
+ *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
@@ -31,6 +32,7 @@ import { runEgress } from './suites/egress.js';
 import { runTools } from './suites/tools.js';
 import { runPython } from './suites/python.js';
 import { runMcp } from './suites/mcp.js';
+import { runCli } from './suites/cli.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -44,6 +46,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   tools: runTools,
   python: runPython,
   mcp: runMcp,
+  cli: runCli,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -57,6 +60,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   tools: ['tools'],
   python: ['python'],
   mcp: ['mcp'],
+  cli: ['cli'],
 };
 
 function usage(msg?: string, code = 2): never {

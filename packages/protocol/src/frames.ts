@@ -142,7 +142,7 @@ export class FrameDecoder {
       this.keep(data.subarray(used, used + head));
       used += head;
       if (this.partialBytes < FRAME_HEADER_BYTES) return used;
-      if (this.pieceFromPartial(frames)) return used + (this.piecing ? this.continuePiece(data.subarray(used), frames) : 0);
+      if (this.pieceFromPartial()) return used + (this.piecing ? this.continuePiece(data.subarray(used), frames) : 0);
     }
     const take = Math.min(this.partialNeed - this.partialBytes, data.length - used);
     this.keep(data.subarray(used, used + take));
@@ -158,7 +158,7 @@ export class FrameDecoder {
   }
 
   /** Switches the partial frame, exactly its header so far, to pieces if it takes them. */
-  private pieceFromPartial(frames: Frame[]): boolean {
+  private pieceFromPartial(): boolean {
     const kept = Buffer.concat(this.partial, this.partialBytes);
     const stream = kept.readUInt32BE(5);
     if (kept.readUInt8(4) !== FrameKind.Data || !this.opts.pieces?.(stream)) return false;
