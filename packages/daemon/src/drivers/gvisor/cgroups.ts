@@ -40,7 +40,7 @@ export async function readCgroupFile(controller: string, parent: string, id: str
  * gofer. A process leaves the cgroup when it exits, before its parent reaps it, so an empty
  * list means everything of the sandbox is dead even while zombies wait for the host's init.
  */
-export async function cgroupMembers(parent: string, id: string): Promise<number[]> {
+async function cgroupMembers(parent: string, id: string): Promise<number[]> {
   const procs = (await readCgroupFile('pids', parent, id, 'cgroup.procs')) ?? (await readCgroupFile('memory', parent, id, 'cgroup.procs')) ?? '';
   return procs.split('\n').filter(Boolean).map(Number);
 }
