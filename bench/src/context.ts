@@ -10,7 +10,7 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python', 'idle', 'workload'] as const;
+export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python', 'idle', 'workload', 'cli'] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -49,6 +49,8 @@ export const DEFAULT_ITERS = {
   idle: 30,
   /** Rounds of the workload suite: every agent command once on the host and once in a sandbox. */
   workload: 3,
+  /** `warren ls` runs (bundled and module tree), each beside a `node -e 0`. */
+  cli: 30,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

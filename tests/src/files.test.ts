@@ -525,6 +525,42 @@ test('killing a sandbox mid-download and with reads pending leaves the daemon up
   assert.equal(await sh('echo alive'), 'alive');
 });
 
+test('a client that stops reading a download holds the agent back: the daemon does not buffer the file', { timeout: 300_000 }, async () => {
+  const total = 256 * MiB;
+  const src = pseudoRandomReadable(total, 'stalled-reader');
+  await sbx.files.write('stalled.bin', src.stream);
+  const expected = src.digest();
+  try {
+    const baseline = d.rss();
+    const res = await new Promise<http.IncomingMessage>((resolve, reject) => {
+      http.get(`${d.url}/v1/sandboxes/${sbx.id}/files?path=stalled.bin`, { headers: { authorization: `Bearer ${d.apiKey}` } }, resolve).on('error', reject);
+    });
+    assert.equal(res.statusCode, 200);
+    const hash = createHash('sha256');
+    let size = 0;
+    const first = await new Promise<Buffer>((resolve) => res.once('data', resolve));
+    res.pause();
+    hash.update(first);
+    size += first.length;
+    // Stalled: the daemon may hold its credit window and socket buffers, never the file.
+    const sampler = rssSampler(d);
+    await new Promise((r) => setTimeout(r, 4000));
+    const stalledPeak = sampler.stop();
+    assert.ok(
+      stalledPeak - baseline < 100 * MiB,
+      `daemon rss grew by ${((stalledPeak - baseline) / MiB).toFixed(0)} MiB while the client read nothing (file: ${total / MiB} MiB)`,
+    );
+    for await (const chunk of res) {
+      hash.update(chunk as Buffer);
+      size += (chunk as Buffer).length;
+    }
+    assert.equal(size, total);
+    assert.equal(hash.digest('hex'), expected);
+  } finally {
+    await sbx.files.remove('stalled.bin').catch(() => undefined);
+  }
+});
+
 test('files calls on a killed sandbox get 404', async () => {
   const gone = await d.create();
   await gone.files.write('x.txt', 'x');

@@ -5,7 +5,6 @@
 import { Command, Option } from 'commander';
 import { Sandbox, WarrenError } from '@warren/sdk';
 import { copy } from './cp.js';
-import { doctor } from './doctor.js';
 import { registerTemplateCommands } from './template.js';
 import { registerWarmCommands } from './warm.js';
 import { registerUsageCommands } from './usage.js';
@@ -220,6 +219,9 @@ export function buildProgram(): Command {
     .command('doctor')
     .description('check runsc, kernel features, storage, keys and the daemon; say how to fix what is missing')
     .action(async () => {
+      // Loaded on use: doctor needs the daemon package, whose import alone cost every other
+      // command (ls, exec, ...) three times the CPU of loading the SDK.
+      const { doctor } = await import('./doctor.js');
       process.exitCode = (await doctor()) ? 0 : 1;
     });
 

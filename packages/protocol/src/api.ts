@@ -3,6 +3,7 @@
  * inferred types are what the SDKs send and receive.
  */
 import { z } from 'zod';
+import { LOG_LEVELS } from './log-levels.js';
 
 export const API_VERSION = 'v1';
 
@@ -365,10 +366,6 @@ export const UsageQuery = z
 export type UsageQuery = z.input<typeof UsageQuery>;
 
 export const DEFAULT_USAGE_WINDOW_MS = 24 * 3600 * 1000;
-
-/** Log levels of the daemon's structured log, lowest first (pino's names). */
-export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal'] as const;
-export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /**
  * Query of GET /v1/logs: the daemon's own structured log, for an operator following up a

@@ -80,3 +80,33 @@ test('with reuse, spanning frames are assembled in one buffer and still decode r
     [2, 150_000, 2],
   ]);
 });
+
+test('with pieces, Data frames of accepted streams come out as views of each chunk, others whole', () => {
+  const big = Buffer.alloc(300_000);
+  for (let i = 0; i < big.length; i++) big[i] = i % 251;
+  const wire = Buffer.concat([
+    encodeFrame(FrameKind.Data, 1, big),
+    encodeFrame(FrameKind.Message, 0, '{"event":"x"}'),
+    encodeFrame(FrameKind.Data, 2, big),
+    encodeFrame(FrameKind.Data, 1, Buffer.alloc(0)),
+    encodeFrame(FrameKind.Data, 1, Buffer.from('tail')),
+    encodeFrame(FrameKind.End, 1),
+  ]);
+  for (const step of [1, 7, 9, 10, 4096, 65_536, 100_000, wire.length]) {
+    const decoder = new FrameDecoder({ pieces: (stream) => stream === 1 });
+    const out = [];
+    for (let at = 0; at < wire.length; at += step) out.push(...decoder.push(Buffer.from(wire.subarray(at, at + step))));
+    const of1 = out.filter((f) => f.stream === 1 && f.kind === FrameKind.Data);
+    assert.ok(Buffer.concat(of1.map((f) => f.payload)).equals(Buffer.concat([big, Buffer.from('tail')])), `step ${step}`);
+    if (step < 300_000) assert.ok(of1.length > 2, `step ${step}: stream 1 came in pieces`);
+    // Stream 2 takes no pieces: its frame comes out whole, in order with the rest.
+    const kinds = out.filter((f) => f.stream !== 1 || f.kind !== FrameKind.Data).map((f) => [f.kind, f.stream, f.payload.length]);
+    assert.deepEqual(kinds, [
+      [FrameKind.Message, 0, 13],
+      [FrameKind.Data, 2, 300_000],
+      [FrameKind.End, 1, 0],
+    ]);
+    const whole = out.find((f) => f.stream === 2);
+    assert.ok(whole?.payload.equals(big), `step ${step}`);
+  }
+});

@@ -1,5 +1,6 @@
 export * from './errors.js';
 export * from './api.js';
+export * from './log-levels.js';
 export * from './guest.js';
 export * from './frames.js';
 export * from './credit.js';

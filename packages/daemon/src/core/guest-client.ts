@@ -44,7 +44,12 @@ export class GuestClient {
   private streams = new Map<number, StreamHandlers>();
   /** The send windows of streams the daemon writes to (uploads, tunnels). */
   private windows = new Map<number, SendWindow>();
-  private decoder = new FrameDecoder();
+  /**
+   * Streams read as plain bytes (readableFor: file downloads, tunnels): their Data frames are
+   * passed on in pieces as they arrive, not assembled first (FrameDecoder).
+   */
+  private byteStreams = new Set<number>();
+  private decoder = new FrameDecoder({ pieces: (stream) => this.byteStreams.has(stream) });
   private closeHandlers: Array<(reason: string) => void> = [];
   private losing = false;
   /** Egress tunnels the agent opened (streams without a call). */
@@ -374,6 +379,7 @@ export class GuestClient {
       highWaterMark: 1024 * 1024,
       read: () => credit.pay(),
       destroy: (err, cb) => {
+        this.byteStreams.delete(id);
         if (this.streams.has(id)) {
           this.notify('cancel', { stream: id });
           this.streams.delete(id);
@@ -381,6 +387,7 @@ export class GuestClient {
         cb(err);
       },
     });
+    this.byteStreams.add(id);
     // The channel can fail the stream before anyone consumes it (a sandbox killed while the
     // call waits for its answer); an 'error' nobody listens for would take the daemon down.
     // Consumers still see the error: the stream is destroyed with it, and the call rejects.
@@ -392,6 +399,7 @@ export class GuestClient {
       },
       onEnd: () => {
         this.streams.delete(id);
+        this.byteStreams.delete(id);
         readable.push(null);
       },
       onEvent: (ev) => {

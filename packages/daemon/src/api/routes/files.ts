@@ -1,5 +1,4 @@
 /** /v1/sandboxes/:id/files: streamed read and write, plus list/stat/exists/mkdir/move/remove. */
-import { Readable } from 'node:stream';
 import { Hono, type Context } from 'hono';
 import { MkdirRequest, MoveRequest, WarrenError } from '@warren/protocol';
 import type { FileService } from '../../core/files.js';
@@ -7,6 +6,7 @@ import type { SandboxService } from '../../core/sandboxes.js';
 import type { AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 import { bodyChunks } from '../body.js';
+import { webStreamOf } from '../web-stream.js';
 
 function pathQuery(c: Context): string {
   const p = c.req.query('path');
@@ -40,7 +40,7 @@ export function fileRoutes(files: FileService, sandboxes: SandboxService): Hono<
       body.destroy();
       return new Response(null, { headers });
     }
-    return new Response(Readable.toWeb(body) as ReadableStream, { headers });
+    return new Response(webStreamOf(body), { headers });
   });
 
   app.put('/:id/files', async (c) => {

@@ -35,17 +35,45 @@ export async function readCgroupFile(controller: string, parent: string, id: str
   }
 }
 
-export async function killCgroup(parent: string, id: string): Promise<void> {
+/**
+ * The host processes in a sandbox's cgroup: its Sentry (with its systrap stubs) and its
+ * gofer. A process leaves the cgroup when it exits, before its parent reaps it, so an empty
+ * list means everything of the sandbox is dead even while zombies wait for the host's init.
+ */
+async function cgroupMembers(parent: string, id: string): Promise<number[]> {
   const procs = (await readCgroupFile('pids', parent, id, 'cgroup.procs')) ?? (await readCgroupFile('memory', parent, id, 'cgroup.procs')) ?? '';
-  for (const pid of procs.split('\n').filter(Boolean)) {
+  return procs.split('\n').filter(Boolean).map(Number);
+}
+
+/** SIGKILLs every member of the sandbox's cgroup; returns how many there were. */
+export async function signalCgroup(parent: string, id: string): Promise<number> {
+  const pids = await cgroupMembers(parent, id);
+  for (const pid of pids) {
     try {
-      process.kill(Number(pid), 'SIGKILL');
+      process.kill(pid, 'SIGKILL');
     } catch {
       // already gone
     }
   }
+  return pids.length;
+}
+
+/**
+ * Polls until the sandbox's cgroup has no members (or it is gone); false if some are still
+ * there after withinMs (a Sentry stuck in the kernel, e.g. under an OOM: PLATFORM.md).
+ */
+export async function cgroupEmptied(parent: string, id: string, withinMs: number): Promise<boolean> {
+  const deadline = Date.now() + withinMs;
+  while ((await cgroupMembers(parent, id)).length) {
+    if (Date.now() > deadline) return false;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  return true;
+}
+
+export async function killCgroup(parent: string, id: string): Promise<void> {
   // Give the kernel a moment to tear the processes down before cgroups are removed.
-  if (procs.trim()) await new Promise((r) => setTimeout(r, 200));
+  if (await signalCgroup(parent, id)) await cgroupEmptied(parent, id, 200);
 }
 
 export async function removeCgroup(parent: string, id: string): Promise<void> {

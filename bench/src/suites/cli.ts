@@ -1,0 +1,49 @@
+/**
+ * CLI start-up: `bin/warren ls` (node start-up, loading the CLI, one request to the daemon,
+ * printing the table) against the same run's `node -e 0`, and the unbundled module tree
+ * (packages/cli/dist/main.js) for what bundling saves. Interleaved, so load hits all alike.
+ */
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { REPO } from '@warren/tests/harness';
+import type { Context } from '../context.js';
+
+const SUITE = 'cli';
+
+function timed(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const [command = '', ...args] = argv;
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    const c = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
+    let stderr = '';
+    c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    c.on('error', reject);
+    c.on('exit', (code) => (code === 0 ? resolve(performance.now() - t0) : reject(new Error(`${argv.join(' ')} exited ${code}: ${stderr}`))));
+  });
+}
+
+export async function runCli(ctx: Context): Promise<void> {
+  const n = ctx.iters.cli;
+  const d = await ctx.getDaemon();
+  const env = { ...process.env, WARREN_URL: d.url, WARREN_API_KEY: d.apiKey };
+  // Something to list, as a user would have.
+  const { kill } = await ctx.sandbox();
+  const bin = path.join(REPO, 'bin/warren');
+  const tree = path.join(REPO, 'packages/cli/dist/main.js');
+  const node: number[] = [];
+  const ls: number[] = [];
+  const lsTree: number[] = [];
+  for (let i = 0; i < 3; i++) await timed([bin, 'ls'], env); // page cache warm
+  for (let i = 0; i < n; i++) {
+    node.push(await timed([process.execPath, '-e', '0'], env));
+    ls.push(await timed([bin, 'ls'], env));
+    lsTree.push(await timed([process.execPath, tree, 'ls'], env));
+  }
+  await kill();
+  const r = ctx.report;
+  r.add({ key: 'cli-node', suite: SUITE, label: 'node -e 0', unit: 'ms', values: node, isBaseline: true });
+  r.add({ key: 'cli-ls', suite: SUITE, label: 'bin/warren ls (bundled CLI, 1 sandbox)', unit: 'ms', values: ls, baseline: 'cli-node' });
+  r.add({ key: 'cli-ls-tree', suite: SUITE, label: 'node packages/cli/dist/main.js ls (module tree)', unit: 'ms', values: lsTree, baseline: 'cli-node' });
+  const v = r.p50('cli-ls');
+  r.target('warren ls p50 ≤ 150 ms (quiet machine)', v <= 150, `${v.toFixed(0)} ms, node -e 0 ${r.p50('cli-node').toFixed(0)} ms`);
+}
