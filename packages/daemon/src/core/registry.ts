@@ -81,6 +81,15 @@ interface Row {
   credentials: string;
 }
 
+/** What a listing shows of a record: no env, egress policy or credentials are read for it. */
+export type SandboxSummary = Pick<
+  SandboxRecord,
+  'id' | 'template' | 'state' | 'createdAt' | 'expiresAt' | 'metadata' | 'resources' | 'rootfs' | 'error' | 'boot' | 'idleSeconds' | 'source'
+>;
+
+/** The columns of a SandboxSummary. */
+const SUMMARY_COLUMNS = 'id, template, state, created_at, expires_at, metadata, resources, rootfs, error, boot, idle_seconds, source';
+
 export interface ListQuery {
   state?: SandboxState;
   metadata?: Record<string, string>;
@@ -103,7 +112,11 @@ CREATE TABLE IF NOT EXISTS sandboxes (
   error TEXT,
   api_key_id TEXT NOT NULL
 );
-CREATE INDEX IF NOT EXISTS sandboxes_state ON sandboxes(state);
+-- (state, id): a list filtered by state walks its page in id order instead of sorting every
+-- record in that state; the reaper's expiry scan reads only the records that are due.
+CREATE INDEX IF NOT EXISTS sandboxes_state_id ON sandboxes(state, id);
+DROP INDEX IF EXISTS sandboxes_state;
+CREATE INDEX IF NOT EXISTS sandboxes_expires ON sandboxes(expires_at);
 CREATE TABLE IF NOT EXISTS snapshots (
   id TEXT PRIMARY KEY,
   sandbox_id TEXT NOT NULL,
@@ -191,7 +204,12 @@ export class Registry {
     this.db.prepare('DELETE FROM sandboxes WHERE id = ?').run(id);
   }
 
-  list(q: ListQuery): SandboxRecord[] {
+
+  /**
+   * A page of records in id order. Reads only the summary columns: a page of 1000 parsed
+   * every record's env, policy and credentials for nothing (and moved secrets around).
+   */
+  list(q: ListQuery): SandboxSummary[] {
     const where: string[] = [];
     const args: unknown[] = [];
     if (q.state) {
@@ -207,8 +225,19 @@ export class Registry {
       where.push('id > ?');
       args.push(q.after);
     }
-    const sql = `SELECT * FROM sandboxes ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
-    return (this.db.prepare(sql).all(...args, q.limit) as Row[]).map(fromRow);
+    const sql = `SELECT ${SUMMARY_COLUMNS} FROM sandboxes ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT ?`;
+    return (this.db.prepare(sql).all(...args, q.limit) as SummaryRow[]).map(summaryFromRow);
+  }
+
+  /**
+   * Ids and states of the records in these states, without parsing the rest: start-up
+   * recovery walks every hibernated record, and there may be tens of thousands.
+   */
+  statesOf(states: SandboxState[]): Array<{ id: string; state: SandboxState }> {
+    return this.db.prepare(`SELECT id, state FROM sandboxes WHERE state IN (${states.map(() => '?').join(',')})`).all(...states) as Array<{
+      id: string;
+      state: SandboxState;
+    }>;
   }
 
   inStates(states: SandboxState[]): SandboxRecord[] {
@@ -301,6 +330,25 @@ function toRow(r: SandboxRecord): Row {
     network: JSON.stringify(r.network),
     network_given: r.networkGiven ? JSON.stringify(r.networkGiven) : null,
     credentials: JSON.stringify(r.credentials ?? []),
+  };
+}
+
+type SummaryRow = Pick<Row, 'id' | 'template' | 'state' | 'created_at' | 'expires_at' | 'metadata' | 'resources' | 'rootfs' | 'error' | 'boot' | 'idle_seconds' | 'source'>;
+
+function summaryFromRow(row: SummaryRow): SandboxSummary {
+  return {
+    id: row.id,
+    template: row.template,
+    state: row.state,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    metadata: JSON.parse(row.metadata) as Metadata,
+    resources: JSON.parse(row.resources) as ResolvedResources,
+    rootfs: row.rootfs,
+    error: row.error ?? undefined,
+    boot: row.boot as BootKind,
+    ...(row.idle_seconds !== null ? { idleSeconds: row.idle_seconds } : {}),
+    ...(row.source !== null ? { source: row.source } : {}),
   };
 }
 
