@@ -135,3 +135,45 @@ test('registry pages through thousands of records by state and metadata, in id o
     rmSync(dir, { recursive: true, force: true });
   }
 });
+test('registry indexes the metadata of records written before its metadata table existed, and keeps it in step', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-reg-'));
+  const file = path.join(dir, 'db');
+  let reg = new Registry(file);
+  try {
+    reg.insert(record('sb-old', { team: 'x' }));
+    // What a registry of an earlier release looks like: no metadata table, no triggers.
+    reg.database.exec(
+      'DROP TRIGGER sandbox_metadata_insert; DROP TRIGGER sandbox_metadata_update; DROP TRIGGER sandbox_metadata_delete; DROP TABLE sandbox_metadata;',
+    );
+    reg.close();
+    reg = new Registry(file);
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id),
+      ['sb-old'],
+    );
+    reg.insert(record('sb-new', { team: 'x', extra: 'y' }));
+    reg.delete('sb-old');
+    // Same id again with other metadata: nothing of the deleted record's is left to match.
+    reg.insert(record('sb-old', { team: 'z' }));
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id),
+      ['sb-new'],
+    );
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'x', extra: 'y' }, limit: 10 }).map((r) => r.id),
+      ['sb-new'],
+    );
+    reg.database.prepare('UPDATE sandboxes SET metadata = ? WHERE id = ?').run(JSON.stringify({ team: 'x' }), 'sb-old');
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id),
+      ['sb-new', 'sb-old'],
+    );
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'z' }, limit: 10 }).map((r) => r.id),
+      [],
+    );
+  } finally {
+    reg.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -117,6 +117,25 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 CREATE INDEX IF NOT EXISTS sandboxes_state_id ON sandboxes(state, id);
 DROP INDEX IF EXISTS sandboxes_state;
 CREATE INDEX IF NOT EXISTS sandboxes_expires ON sandboxes(expires_at);
+-- Each record's metadata as (key, value) rows, kept by triggers, so a metadata filter is an
+-- index lookup instead of json_each over every record (10,000 hibernated in bench density).
+CREATE TABLE IF NOT EXISTS sandbox_metadata (
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  sandbox_id TEXT NOT NULL,
+  PRIMARY KEY (key, value, sandbox_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS sandbox_metadata_sandbox ON sandbox_metadata(sandbox_id);
+CREATE TRIGGER IF NOT EXISTS sandbox_metadata_insert AFTER INSERT ON sandboxes BEGIN
+  INSERT OR IGNORE INTO sandbox_metadata (key, value, sandbox_id) SELECT key, value, new.id FROM json_each(new.metadata);
+END;
+CREATE TRIGGER IF NOT EXISTS sandbox_metadata_update AFTER UPDATE OF metadata ON sandboxes BEGIN
+  DELETE FROM sandbox_metadata WHERE sandbox_id = old.id;
+  INSERT OR IGNORE INTO sandbox_metadata (key, value, sandbox_id) SELECT key, value, new.id FROM json_each(new.metadata);
+END;
+CREATE TRIGGER IF NOT EXISTS sandbox_metadata_delete AFTER DELETE ON sandboxes BEGIN
+  DELETE FROM sandbox_metadata WHERE sandbox_id = old.id;
+END;
 CREATE TABLE IF NOT EXISTS snapshots (
   id TEXT PRIMARY KEY,
   sandbox_id TEXT NOT NULL,
@@ -144,8 +163,12 @@ export class Registry {
     this.db = new Database(file);
     this.db.pragma('journal_mode = WAL');
     this.db.pragma('synchronous = NORMAL');
+    const hadMetadataIndex = this.db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'sandbox_metadata'").get() !== undefined;
     this.db.exec(SCHEMA);
     this.migrate();
+    // A registry from before the metadata table: index the records it already holds.
+    if (!hadMetadataIndex)
+      this.db.exec('INSERT OR IGNORE INTO sandbox_metadata (key, value, sandbox_id) SELECT j.key, j.value, s.id FROM sandboxes s, json_each(s.metadata) j');
   }
 
   /** Columns added after the first release, for registries created before them. */
@@ -217,8 +240,8 @@ export class Registry {
       args.push(q.state);
     }
     for (const [k, v] of Object.entries(q.metadata ?? {})) {
-      // json_each compares keys as plain strings, so any key text is safe.
-      where.push('EXISTS (SELECT 1 FROM json_each(metadata) WHERE key = ? AND value = ?)');
+      // Keys and values are bound parameters compared as plain strings: any text is safe.
+      where.push('id IN (SELECT sandbox_id FROM sandbox_metadata WHERE key = ? AND value = ?)');
       args.push(k, v);
     }
     if (q.after) {
