@@ -64,7 +64,10 @@ test('recovery keeps thousands of hibernated sandboxes with complete images as t
     assert.deepEqual(result, { reattached: 0, lost: 1, orphans: 0 });
     assert.deepEqual(destroyed, ['sb-torn']);
     assert.equal(reg.statesOf(['hibernated']).length, ids.length);
-    assert.ok(ids.every((id) => images.isComplete(images.hibernated(id))), 'every complete image is kept');
+    assert.ok(
+      ids.every((id) => images.isComplete(images.hibernated(id))),
+      'every complete image is kept',
+    );
     assert.equal(reg.get('sb-torn')?.state, 'dead');
     assert.match(reg.get('sb-torn')?.error ?? '', /before its image was complete/);
     assert.equal(existsSync(images.hibernated('sb-torn')), false);

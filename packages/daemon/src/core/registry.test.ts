@@ -111,10 +111,19 @@ test('registry pages through thousands of records by state and metadata, in id o
         .filter(pred)
         .map((r) => r.id)
         .sort();
-    assert.deepEqual(walk({}, 100), expect(() => true));
-    assert.deepEqual(walk({ state: 'hibernated' }, 97), expect((r) => r.state === 'hibernated'));
+    assert.deepEqual(
+      walk({}, 100),
+      expect(() => true),
+    );
+    assert.deepEqual(
+      walk({ state: 'hibernated' }, 97),
+      expect((r) => r.state === 'hibernated'),
+    );
     assert.deepEqual(walk({ state: 'creating' }, 100), []);
-    assert.deepEqual(walk({ metadata: { team: 't3' } }, 50), expect((r) => r.metadata.team === 't3'));
+    assert.deepEqual(
+      walk({ metadata: { team: 't3' } }, 50),
+      expect((r) => r.metadata.team === 't3'),
+    );
     assert.deepEqual(walk({ metadata: { idx: '1234' } }, 100), ['sb-01234']);
     assert.deepEqual(
       walk({ state: 'dead', metadata: { team: 't2' } }, 1000),

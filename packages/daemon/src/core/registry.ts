@@ -227,7 +227,6 @@ export class Registry {
     this.db.prepare('DELETE FROM sandboxes WHERE id = ?').run(id);
   }
 
-
   /**
    * A page of records in id order. Reads only the summary columns: a page of 1000 parsed
    * every record's env, policy and credentials for nothing (and moved secrets around).
@@ -356,7 +355,10 @@ function toRow(r: SandboxRecord): Row {
   };
 }
 
-type SummaryRow = Pick<Row, 'id' | 'template' | 'state' | 'created_at' | 'expires_at' | 'metadata' | 'resources' | 'rootfs' | 'error' | 'boot' | 'idle_seconds' | 'source'>;
+type SummaryRow = Pick<
+  Row,
+  'id' | 'template' | 'state' | 'created_at' | 'expires_at' | 'metadata' | 'resources' | 'rootfs' | 'error' | 'boot' | 'idle_seconds' | 'source'
+>;
 
 function summaryFromRow(row: SummaryRow): SandboxSummary {
   return {
