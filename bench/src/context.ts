@@ -10,7 +10,22 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python', 'idle', 'workload'] as const;
+export const SUITES = [
+  'rss',
+  'create',
+  'exec',
+  'files',
+  'spawn',
+  'mcp',
+  'egress',
+  'templates',
+  'machine',
+  'tools',
+  'python',
+  'idle',
+  'workload',
+  'density',
+] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -49,6 +64,10 @@ export const DEFAULT_ITERS = {
   idle: 30,
   /** Rounds of the workload suite: every agent command once on the host and once in a sandbox. */
   workload: 3,
+  /** Idle sandboxes started at once (density suite); it stops early at a failed create or under 2 GiB MemAvailable. */
+  density: 20,
+  /** Hibernated records seeded into a bench daemon's registry (density suite). */
+  records: 10_000,
 };
 export type Iters = typeof DEFAULT_ITERS;
 
