@@ -10,7 +10,23 @@ import { startDaemon, stopAndCheckClean, unmountUnder, type DaemonHandle } from 
 import type { Sandbox, CreateOptions } from '@warren/sdk';
 import { percentile, Report } from './stats.js';
 
-export const SUITES = ['rss', 'create', 'exec', 'files', 'spawn', 'mcp', 'egress', 'templates', 'machine', 'tools', 'python', 'idle', 'workload', 'cli'] as const;
+export const SUITES = [
+  'rss',
+  'create',
+  'exec',
+  'files',
+  'spawn',
+  'mcp',
+  'egress',
+  'templates',
+  'machine',
+  'tools',
+  'python',
+  'idle',
+  'workload',
+  'density',
+  'cli',
+] as const;
 export type SuiteName = (typeof SUITES)[number];
 
 /** Default iteration counts, sized so that all suites together take about 3-5 minutes. */
@@ -51,6 +67,10 @@ export const DEFAULT_ITERS = {
   workload: 3,
   /** `warren ls` runs (bundled and module tree), each beside a `node -e 0`. */
   cli: 30,
+  /** Idle sandboxes started at once (density suite); it stops early at a failed create or under 2 GiB MemAvailable. */
+  density: 20,
+  /** Hibernated records seeded into a bench daemon's registry (density suite). */
+  records: 10_000,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

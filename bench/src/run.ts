@@ -13,6 +13,7 @@
  *   node bench/dist/run.js idle --n idle=60                 # idle CPU of sandboxes, shells, pool members vs raw runsc
  *   node bench/dist/run.js workload --n workload=3          # agent commands (git, grep, tsc, npm ci, pip...) host vs sandbox
  *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
+ *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
@@ -39,6 +40,7 @@ import { runMcp } from './suites/mcp.js';
 import { runIdle } from './suites/idle.js';
 import { runWorkload } from './suites/workload.js';
 import { runCli } from './suites/cli.js';
+import { runDensity } from './suites/density.js';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -55,6 +57,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   idle: runIdle,
   workload: runWorkload,
   cli: runCli,
+  density: runDensity,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -71,6 +74,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   idle: ['idle'],
   workload: ['workload (host vs sandbox)'],
   cli: ['cli'],
+  density: ['density (running)', 'density (hibernated)', 'density (registry)'],
 };
 
 function usage(msg?: string, code = 2): never {
@@ -127,7 +131,9 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
         k === 'idle' ||
         k === 'workload'
         ? 2
-        : 5,
+        : k === 'density'
+          ? 1
+          : 5,
       Math.round(iters[k] * s),
     );
   parseIters(process.env.BENCH_N, iters);

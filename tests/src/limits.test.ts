@@ -6,7 +6,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import type { Sandbox } from '@warren/sdk';
-import { startDaemon, stopAndCheckClean, eventually, type DaemonHandle } from './harness.js';
+import { startDaemon, stopAndCheckClean, eventually, sleep, type DaemonHandle } from './harness.js';
 
 let d: DaemonHandle;
 let neighbour: Sandbox;
@@ -151,9 +151,9 @@ test('cpu limit: a sandbox with 1 cpu cannot use more than one core', async () =
 // Writes to the root filesystem count against diskMB (/tmp is gVisor's in-memory tmpfs and
 // counts against memory instead).
 test('disk limit: a sandbox that writes more than diskMB is stopped and says why', async () => {
-  // The heartbeat checks every sandbox at once: the one that goes over its limit is stopped
-  // by a heartbeat that also checked the one within its limit, so the stop is the sign that
-  // the check has passed over the other (heartbeats leave no other trace).
+  // The heartbeat checks each sandbox once every 5 s, each at its own point in the interval:
+  // once the one over its limit is stopped, waiting one more interval (and a margin) makes
+  // sure a check has passed over the other (heartbeats leave no other trace).
   const [sbx, over] = await Promise.all([d.create({ resources: { diskMB: 64 } }), d.create({ resources: { diskMB: 64 } })]);
   const small = await sbx.exec('head -c 16M /dev/urandom > ok.bin && rm ok.bin && echo fine');
   assert.equal(small.stdout, 'fine\n', 'writing within the limit works');
@@ -167,8 +167,7 @@ test('disk limit: a sandbox that writes more than diskMB is stopped and says why
     'the sandbox to be stopped for exceeding its disk limit',
   );
   assert.match(info?.error ?? '', /disk limit exceeded/);
-  // That heartbeat's check of sbx (a ping, then a few stats of its files on the host) began
-  // with the one that stopped `over`; a call on sbx now comes after the ping on its channel.
+  await sleep(6_000);
   assert.equal((await sbx.exec('echo still here')).stdout, 'still here\n');
   assert.equal((await sbx.refresh()).state, 'running', 'a heartbeat passed; data written within the limit, then deleted, does not stop the sandbox');
   await Promise.all([sbx.kill(), over.kill()]);

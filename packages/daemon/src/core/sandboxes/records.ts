@@ -7,7 +7,7 @@ import { DEFAULT_TTL_SECONDS, WarrenError, type BootKind, type ResolvedResources
 import type { TemplateInfo } from '../../templates/catalog.js';
 import { newId } from '../ids.js';
 import { requireState, type Operation } from '../lifecycle.js';
-import type { Registry, SandboxRecord } from '../registry.js';
+import type { Registry, SandboxRecord, SandboxSummary } from '../registry.js';
 import type { PolicyFields } from './context.js';
 
 /** The sandbox's record, if its state accepts the operation (lifecycle.ts); not_found if none. */
@@ -74,7 +74,7 @@ export function sameResources(a: ResolvedResources, b: ResolvedResources): boole
   return a.cpus === b.cpus && a.memoryMB === b.memoryMB && a.pids === b.pids && a.diskMB === b.diskMB;
 }
 
-export function toInfo(r: SandboxRecord): SandboxInfo {
+export function toInfo(r: SandboxSummary): SandboxInfo {
   return {
     id: r.id,
     template: r.template,
