@@ -77,6 +77,8 @@ export interface SandboxServiceOptions {
   /** What one sandbox may have at most on this host (admission.ts); absent: no host check. */
   capacity?: HostCapacity;
   pool?: WarmPool;
+  /** Boot pool members at a low CPU weight (default true; WARREN_POOL_BACKGROUND=0 for measurements). */
+  poolBackground?: boolean;
   bakes?: BakedImages;
   meter?: ActivityMeter;
   images: ImageStore;
@@ -190,6 +192,8 @@ export class SandboxService {
       if (member) {
         this.live.set(record.id, this.pooled.get(record.id)!);
         this.pooled.delete(record.id);
+        // It booted at a low CPU weight (bootForPool); from now on someone waits for it.
+        await this.opts.driver.promote(record.id);
         // Members boot with the default limits; the request's are applied as it claims one.
         if (!sameResources(resources, this.defaults)) await this.opts.driver.resize(record.id, resources);
       } else {
@@ -215,9 +219,15 @@ export class SandboxService {
    * baked image when one is ready, a cold boot otherwise. Not registered and not bound to any
    * request yet: create and the warm pool do that.
    */
-  private async boot(id: string, template: TemplateInfo, resources: ResolvedResources, from?: ImageSource): Promise<{ live: Live; kind: BootKind }> {
+  private async boot(
+    id: string,
+    template: TemplateInfo,
+    resources: ResolvedResources,
+    from?: ImageSource,
+    background = false,
+  ): Promise<{ live: Live; kind: BootKind }> {
     const image = from ? from.image : this.opts.bakes?.imageFor(template);
-    const spec = { id, hostname: id, rootfs: template.rootfs, resources };
+    const spec = { id, hostname: id, rootfs: template.rootfs, resources, background };
     const relayed = image !== undefined && ImageStore.isRelayed(image);
     let streams: GuestStreams;
     try {
@@ -544,7 +554,9 @@ export class SandboxService {
   /** PoolHost: a fresh, unbound sandbox of the template for the warm pool. */
   async bootForPool(template: TemplateInfo): Promise<PoolMember> {
     const id = newId('sb');
-    const { live } = await this.boot(id, template, this.defaults);
+    // In the background (a low host CPU weight until claimed): a refill must not slow down
+    // the sandboxes that are serving requests, the one just claimed above all.
+    const { live } = await this.boot(id, template, this.defaults, undefined, this.opts.poolBackground ?? true);
     this.pooled.set(id, live);
     return { id, template: template.name, version: template.version, alive: () => !live.client.closed };
   }

@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { WarrenError, errorText, type ResolvedResources } from '@warren/protocol';
 import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec } from '../driver.js';
-import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
+import { buildSpec, AGENT_PATH, BACKGROUND_CPU_SHARES, GUEST_NODE_PATH, NORMAL_CPU_SHARES } from './bundle.js';
 import { Runsc, lastLines } from './runsc.js';
 import { killCgroup, readCgroupFile, removeCgroup, writeCgroupFile } from './cgroups.js';
 import { ShellStock, type Shell } from './shells.js';
@@ -144,7 +144,7 @@ export class GvisorDriver implements SandboxDriver {
       const shell = this.shells.take(shape);
       if (shell) {
         try {
-          return await this.restoreInto(shell, spec.id, imageDir);
+          return await this.restoreInto(shell, spec.id, imageDir, spec.background === true);
         } catch (err) {
           this.opts.log.warn({ sandbox: spec.id, shell: shell.id, err: (err as Error).message }, 'restore into a shell failed; restoring into a new container');
         }
@@ -155,12 +155,15 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
-  private async restoreInto(shell: ReadyShell, id: string, imageDir: string): Promise<GuestStreams> {
+  private async restoreInto(shell: ReadyShell, id: string, imageDir: string, background: boolean): Promise<GuestStreams> {
     const dir = this.containerDir(shell.id);
     // Written first: a daemon that dies during the restore must find the sandbox's container.
     await writeFile(path.join(dir, OWNER_FILE), id);
     this.containers.set(id, shell.id);
     try {
+      // The shell was created at the normal weight; the Sentry and gofer already sit in its
+      // cgroup, so the weight applies to the whole restore.
+      if (background) await this.setCpuShares(id, BACKGROUND_CPU_SHARES);
       await this.runsc.run(['restore', '--detach', '--image-path', imageDir, '--bundle', dir, shell.id], RESTORE_TIMEOUT_MS, this.containerFlags(shell.id));
     } catch (err) {
       shell.streams.release();
@@ -269,6 +272,18 @@ export class GvisorDriver implements SandboxDriver {
         child.stderr?.destroy();
       },
     };
+  }
+
+  async promote(id: string): Promise<void> {
+    await this.setCpuShares(id, NORMAL_CPU_SHARES);
+  }
+
+  private async setCpuShares(id: string, shares: number): Promise<void> {
+    try {
+      await writeCgroupFile('cpu', CGROUP_PARENT, this.cid(id), 'cpu.shares', String(shares));
+    } catch (err) {
+      throw new WarrenError('internal', `cannot set the CPU weight of sandbox ${id}`, { cause: err });
+    }
   }
 
   /**
