@@ -48,10 +48,14 @@ test('with default settings the daemon bakes base and fills its warm pool; membe
   // Sized by MemAvailable: this test machine has far more than the 5 GB it takes.
   assert.equal(sized.size, 2, `default pool size: ${String(sized.why)}`);
   await eventually(async () => (await getBake('base', d!.conn)).state === 'ready', 120_000, 'base baked');
-  const pool = await eventually(async () => {
-    const p = await getPool('base', d!.conn);
-    return p.ready === 2 ? p : undefined;
-  }, 120_000, 'default pool of base filled');
+  const pool = await eventually(
+    async () => {
+      const p = await getPool('base', d!.conn);
+      return p.ready === 2 ? p : undefined;
+    },
+    120_000,
+    'default pool of base filled',
+  );
   assert.equal(pool.size, 2);
   assert.equal(pool.bootFailures, 0, pool.lastError);
   // Pool members wait outside the registry: the user has no sandboxes yet.
@@ -99,7 +103,10 @@ test('a size set by hand (even 0) outlasts a restart; the default applies only t
 });
 
 test('a recipe with bake: false is never baked, and says why', T, async () => {
-  await Template.from('base').run('true').bake(false).build({ ...d!.conn, name: 'nobake', contextDir: ctx });
+  await Template.from('base')
+    .run('true')
+    .bake(false)
+    .build({ ...d!.conn, name: 'nobake', contextDir: ctx });
   const info = await getBake('nobake', d!.conn);
   assert.equal(info.state, 'none');
   assert.match(info.reason ?? '', /bake: false/);

@@ -120,7 +120,10 @@ function poolSize(text: string | undefined): number | undefined {
   if (text === undefined || text.trim() === '') return undefined;
   const n = Number(text);
   if (!/^\s*\d+\s*$/.test(text) || n > MAX_POOL_SIZE)
-    throw new WarrenError('invalid_argument', `WARREN_DEFAULT_POOL must be a whole number from 0 to ${MAX_POOL_SIZE} (0 turns the default pool off; got '${text}')`);
+    throw new WarrenError(
+      'invalid_argument',
+      `WARREN_DEFAULT_POOL must be a whole number from 0 to ${MAX_POOL_SIZE} (0 turns the default pool off; got '${text}')`,
+    );
   return n;
 }
 

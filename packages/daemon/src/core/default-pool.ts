@@ -12,7 +12,7 @@ import { DEFAULT_RESOURCES, WarrenError } from '@warren/protocol';
  * rarely be claimed before the refill brings one back, yet costs memory and, with the
  * packaged runsc, 3-4% of a core idle like any sandbox (docs/fast-creates.md).
  */
-export const DEFAULT_POOL_SIZE = 2;
+const DEFAULT_POOL_SIZE = 2;
 
 export interface DefaultPool {
   size: number;
