@@ -161,9 +161,9 @@ export class GvisorDriver implements SandboxDriver {
     await writeFile(path.join(dir, OWNER_FILE), id);
     this.containers.set(id, shell.id);
     try {
-      // The shell was created at the normal weight; the Sentry and gofer already sit in its
-      // cgroup, so the weight applies to the whole restore.
-      if (background) await this.setCpuShares(id, BACKGROUND_CPU_SHARES);
+      // Shells wait at the background weight; the Sentry and gofer already sit in the shell's
+      // cgroup, so the weight set here applies to the whole restore.
+      await this.setCpuShares(id, background ? BACKGROUND_CPU_SHARES : NORMAL_CPU_SHARES);
       await this.runsc.run(['restore', '--detach', '--image-path', imageDir, '--bundle', dir, shell.id], RESTORE_TIMEOUT_MS, this.containerFlags(shell.id));
     } catch (err) {
       shell.streams.release();
@@ -176,7 +176,9 @@ export class GvisorDriver implements SandboxDriver {
   private async makeShell(shape: string): Promise<ReadyShell> {
     const id = `${SHELL_PREFIX}${randomBytes(6).toString('hex')}`;
     try {
-      const streams = await this.launch(specOfShape(shape, id), (dir) => ['create', '--bundle', dir, id]);
+      // In the background: nobody waits for a shell, and it is made right after restores,
+      // while the sandboxes just restored serve their first requests.
+      const streams = await this.launch({ ...specOfShape(shape, id), background: true }, (dir) => ['create', '--bundle', dir, id]);
       return { id, shape, streams };
     } catch (err) {
       await this.destroyContainer(id);
