@@ -13,6 +13,7 @@ import { percentile, Report } from './stats.js';
 export const SUITES = [
   'rss',
   'create',
+  'defaults',
   'exec',
   'files',
   'spawn',
@@ -33,6 +34,8 @@ export type SuiteName = (typeof SUITES)[number];
 export const DEFAULT_ITERS = {
   /** SDK creates, interleaved with as many raw `runsc run`s of each kind. */
   create: 8,
+  /** Rounds per daemon of the defaults suite's refill check (claim the default pool empty, exec while it refills). */
+  defaults: 4,
   /** sbx.exec(['true']) round trips. */
   exec: 100,
   /** bash `true` tool calls of each kind: MCP over stdio, MCP over HTTP, Toolset.call (with and without a session). */
@@ -209,6 +212,15 @@ function removeIfEmpty(dir: string): void {
     if (readdirSync(dir).length === 0) rmdirSync(dir);
   } catch {
     // not there, or someone else's files in it
+  }
+}
+
+/** Polls fn every 100 ms until it returns true; throws after timeoutMs naming what it waited for. */
+export async function waitFor(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  while (!(await fn())) {
+    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(100);
   }
 }
 

@@ -26,6 +26,7 @@ import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import os from 'node:os';
 import { Context, cpuSample, DEFAULT_ITERS, loadavg, QUIET_IDLE_PERCENT, runningSandboxes, speedProbe, SUITES, type Iters, type SuiteName } from './context.js';
+import { runDefaults } from './suites/defaults.js';
 import { runCreate } from './suites/create.js';
 import { runExec } from './suites/exec.js';
 import { runFiles } from './suites/files.js';
@@ -45,6 +46,7 @@ import { runDensity } from './suites/density.js';
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
   create: runCreate,
+  defaults: runDefaults,
   exec: runExec,
   files: runFiles,
   spawn: runSpawn,
@@ -62,6 +64,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
   create: ['create'],
+  defaults: ['defaults (memory)', 'defaults (refill)'],
   exec: ['exec'],
   files: ['files'],
   spawn: ['spawn (inside gVisor)', 'spawn (host, for comparison)'],

@@ -13,6 +13,8 @@ export const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '
 export const CLI = path.join(REPO, 'packages/cli/dist/main.js');
 export const TEMPLATES = process.env.WARREN_TEMPLATES ?? '/var/lib/warren/templates';
 const TEST_ROOT = '/var/lib/warren-test';
+/** What test daemons run with unless the test's env says otherwise ('' gives the daemon's own default). */
+export const TEST_DEFAULTS = { WARREN_DEFAULT_POOL: '0', WARREN_BAKE: 'start' };
 
 /** Fails loudly (never skips) when the machine lacks what the tests need. */
 export function requirePrerequisites(): void {
@@ -73,7 +75,11 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
   requirePrerequisites();
   const home = opts.home ?? mkdtempSync(path.join(ensureDir(TEST_ROOT), 'home-'));
   const child = spawn(process.execPath, [CLI, 'daemon', '--port', '0', '--home', home], {
-    env: { ...process.env, WARREN_TEMPLATES: TEMPLATES, ...(opts.env ?? {}) },
+    // No default warm pool and no bake of templates without a start command, unless a test
+    // asks (defaults.test.ts runs the real defaults): every test file starts daemons of its
+    // own, and a pool of 2 plus a base bake in each would multiply the sandboxes on a 2-core
+    // machine and change what tests that count sandboxes or their boot kind see.
+    env: { ...process.env, WARREN_TEMPLATES: TEMPLATES, ...TEST_DEFAULTS, ...(opts.env ?? {}) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';

@@ -22,7 +22,7 @@ import { mkdirSync, readFileSync, realpathSync, symlinkSync, writeFileSync } fro
 import path from 'node:path';
 import { bake, getBake, getPool, setPoolSize, Sandbox, Template, type BootKind, type Recipe, type TemplateBuildEvent } from '@warren/sdk';
 import { REPO, TEMPLATES, runscContainers, type DaemonHandle } from '@warren/tests/harness';
-import { sleep, type Context } from '../context.js';
+import { waitFor, type Context } from '../context.js';
 import { fmt, percentile } from '../stats.js';
 
 const CREATE = 'templates (create)';
@@ -217,14 +217,6 @@ function serverMs(d: DaemonHandle, samples: CreateSample[]): number[] {
   }
   const out = samples.map((s) => byId.get(s.id)).filter((x): x is number => x !== undefined);
   return out.length === samples.length ? out : [];
-}
-
-async function waitFor(fn: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
-  const deadline = performance.now() + timeoutMs;
-  while (!(await fn())) {
-    if (performance.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(100);
-  }
 }
 
 /**

@@ -1,6 +1,7 @@
 /** Daemon configuration from flags and environment, with the on-disk layout under home. */
 import path from 'node:path';
-import { DEFAULT_MAX_FORK_COUNT, WarrenError } from '@warren/protocol';
+import { DEFAULT_MAX_FORK_COUNT, MAX_POOL_SIZE, WarrenError } from '@warren/protocol';
+import { BAKE_MODES, type BakeMode } from './core/bake.js';
 import { checkAllow } from './network/presets.js';
 import { parseDnsServers } from './network/resolver.js';
 import { DEFAULT_RUNSC_CACHE } from './drivers/gvisor/runsc-binary.js';
@@ -25,8 +26,22 @@ export interface DaemonConfig {
   templatesDir: string;
   /** Warm-pool members are reclaimed while the host has less memory available than this. */
   poolMinFreeMB: number;
-  /** Bake templates and restore creates from the image (WARREN_BAKE=0 turns it off). */
-  bake: boolean;
+  /**
+   * Which templates are baked, so that creates restore an image (WARREN_BAKE: `all`, the
+   * default; `start`: only templates with a start command; `0`: none).
+   */
+  bake: BakeMode;
+  /**
+   * Warm-pool size of the default template (`base`) unless one was set with `warren pool`
+   * (WARREN_DEFAULT_POOL; 0 turns it off). Undefined: sized by the host's free memory at
+   * start (core/default-pool.ts).
+   */
+  defaultPool?: number;
+  /**
+   * Boot warm-pool members at a low host CPU weight (WARREN_POOL_BACKGROUND, default 1; 0
+   * only to measure what that buys).
+   */
+  poolBackground: boolean;
   /** Most children one fork may ask for (WARREN_MAX_FORK). */
   maxForkCount: number;
   /**
@@ -68,7 +83,9 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     runscBinary: overrides.runscBinary ?? (env.WARREN_RUNSC || undefined),
     runscCache: path.resolve(overrides.runscCache ?? (env.WARREN_RUNSC_CACHE || DEFAULT_RUNSC_CACHE)),
     reapIntervalMs: overrides.reapIntervalMs ?? 1000,
-    bake: overrides.bake ?? env.WARREN_BAKE !== '0',
+    bake: overrides.bake ?? bakeMode(env.WARREN_BAKE),
+    poolBackground: overrides.poolBackground ?? flag('WARREN_POOL_BACKGROUND', env.WARREN_POOL_BACKGROUND, true),
+    defaultPool: 'defaultPool' in overrides ? overrides.defaultPool : poolSize(env.WARREN_DEFAULT_POOL),
     maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),
     shellsPerShape: overrides.shellsPerShape ?? nonNegativeInteger('WARREN_SHELLS', env.WARREN_SHELLS, 2),
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
@@ -90,6 +107,32 @@ export function defaultAllow(text: string | undefined): string[] | undefined {
     .filter(Boolean);
   checkAllow(rules, 'WARREN_DEFAULT_ALLOW');
   return rules;
+}
+
+/** WARREN_BAKE: a typo must stop the daemon, not silently bake everything or nothing. */
+function bakeMode(text: string | undefined): BakeMode {
+  if (text === undefined || text === '' || text === '1') return 'all';
+  if (text === '0') return 'off';
+  if ((BAKE_MODES as readonly string[]).includes(text)) return text as BakeMode;
+  throw new WarrenError('invalid_argument', `WARREN_BAKE must be all (the default), start or 0 (got '${text}')`);
+}
+
+function flag(name: string, text: string | undefined, fallback: boolean): boolean {
+  if (text === undefined || text === '') return fallback;
+  if (text === '0' || text === '1') return text === '1';
+  throw new WarrenError('invalid_argument', `${name} must be 0 or 1 (got '${text}')`);
+}
+
+/** WARREN_DEFAULT_POOL as a size; absent or empty: undefined (sized by free memory). */
+function poolSize(text: string | undefined): number | undefined {
+  if (text === undefined || text.trim() === '') return undefined;
+  const n = Number(text);
+  if (!/^\s*\d+\s*$/.test(text) || n > MAX_POOL_SIZE)
+    throw new WarrenError(
+      'invalid_argument',
+      `WARREN_DEFAULT_POOL must be a whole number from 0 to ${MAX_POOL_SIZE} (0 turns the default pool off; got '${text}')`,
+    );
+  return n;
 }
 
 /** A price from the environment; a typo must stop the daemon, not bill at NaN or at the default. */

@@ -1,5 +1,6 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
 import { mkdirSync, readFileSync } from 'node:fs';
+import { DEFAULT_TEMPLATE } from '@warren/protocol';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { serve, type ServerType } from '@hono/node-server';
@@ -12,6 +13,7 @@ import { FileService } from './core/files.js';
 import { Reaper } from './core/reaper.js';
 import { WarmPool } from './core/pool.js';
 import { Baker } from './core/bake.js';
+import { defaultPoolSize } from './core/default-pool.js';
 import { ImageStore } from './core/images.js';
 import { EgressLog } from './network/audit.js';
 import { EgressProxy } from './network/proxy.js';
@@ -93,14 +95,26 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     log,
   });
   const templates = new TemplateCatalog(config.templatesDir, (msg, fields) => log.warn(fields, msg));
-  const pool = new WarmPool({ catalog: templates, stateFile: paths.pools, minFreeMB: config.poolMinFreeMB, log });
   const baker = new Baker({
     driver,
     catalog: templates,
     dir: paths.bakes,
     inputs: [...hostFiles.agentInputs, process.execPath, runsc.binary],
-    enabled: config.bake,
+    mode: config.bake,
     log,
+  });
+  const defaultPool = defaultPoolSize(config.defaultPool, config.poolMinFreeMB);
+  log.info({ template: DEFAULT_TEMPLATE, size: defaultPool.size, why: defaultPool.why, bake: config.bake }, 'default template: warm pool size unless set');
+  const pool = new WarmPool({
+    catalog: templates,
+    stateFile: paths.pools,
+    minFreeMB: config.poolMinFreeMB,
+    log,
+    defaults: { [DEFAULT_TEMPLATE]: defaultPool.size },
+    bakeFirst: (t) => {
+      baker.prepare(t);
+      return baker.baking(t);
+    },
   });
   const meter = new UsageMeter(registry.database, {
     priceVcpuHour: config.priceVcpuHour,
@@ -127,6 +141,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     templates,
     log,
     pool,
+    poolBackground: config.poolBackground,
     bakes: baker,
     meter,
     images,
@@ -163,6 +178,10 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   // Sandboxes that died while the daemon was down stop being billed now.
   meter.reconcile(new Set(sandboxes.liveIds()));
   sandboxes.startHeartbeat();
+  // The default template is baked in the background right away (not waited for: creates
+  // boot cold until the image is ready), so that even the first creates restore it.
+  const defaultTemplate = templates.find(DEFAULT_TEMPLATE);
+  if (defaultTemplate) baker.prepare(defaultTemplate);
   pool.start({ boot: (t) => sandboxes.bootForPool(t), discard: (m, why) => sandboxes.discardPooled(m, why) });
   const reaper = new Reaper(registry, sandboxes, log, config.reapIntervalMs);
   reaper.start();

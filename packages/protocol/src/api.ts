@@ -91,9 +91,12 @@ const ttlSeconds = z.number().int().min(1).max(MAX_TTL_SECONDS);
 const idleSeconds = z.number().int().min(1).max(MAX_TTL_SECONDS);
 const snapshotId = z.string().regex(/^snap-[a-z0-9]+$/, 'a snapshot id looks like snap-…');
 
+/** The template of a create that names none; it is baked and keeps a warm pool by default. */
+export const DEFAULT_TEMPLATE = 'base';
+
 export const CreateSandboxRequest = z
   .object({
-    template: z.string().min(1).max(128).default('base'),
+    template: z.string().min(1).max(128).default(DEFAULT_TEMPLATE),
     ttlSeconds: ttlSeconds.optional(),
     metadata: Metadata.optional(),
     env: EnvMap.optional(),

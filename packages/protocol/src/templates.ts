@@ -105,6 +105,11 @@ const recipeShape = {
   start: StartCommand.optional(),
   ready: ReadyCheck.optional(),
   network: TemplateNetwork.optional(),
+  /**
+   * false: never bake this template (every create boots it cold). Templates are baked by
+   * default, those without a start command too: a restore skips the agent's own start-up.
+   */
+  bake: z.boolean().optional(),
 };
 
 function includeOnlyWithDebian(r: { from: string; include?: string[] }, ctx: z.RefinementCtx): void {
@@ -151,6 +156,8 @@ export interface TemplateManifest {
   ready?: { cmd?: string; port?: number; timeoutSeconds: number };
   /** The default egress policy of its sandboxes (docs/network.md); absent: none. */
   network?: TemplateNetwork;
+  /** false when the recipe opted out of baking (absent: baked). */
+  bake?: false;
   /** The cached build layers this version was made from (their dirs under .layers); kept by a prune. Missing in versions built before prune existed. */
   layers?: string[];
 }

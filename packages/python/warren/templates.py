@@ -75,6 +75,12 @@ class Template:
         """Ready once this shell command exits 0 inside the sandbox."""
         return Template({**self._recipe, "ready": {"cmd": cmd, **_compact({"timeoutSeconds": timeout_seconds})}})
 
+    def bake(self, enabled: bool) -> Template:
+        """Whether the template is baked (default True). False: every create boots it cold,
+        e.g. when its start-up makes a secret each sandbox must have its own of. Same as
+        Template.bake() in the TypeScript SDK."""
+        return Template({**self._recipe, "bake": enabled})
+
     def to_recipe(self, name: str) -> dict[str, Any]:
         """The recipe as JSON (what `warren template build` reads from a file)."""
         return {"name": name, **self._recipe, "steps": list(self._recipe.get("steps", []))}

@@ -127,6 +127,16 @@ export class Template {
     return new Template({ ...this.recipe, network: policy });
   }
 
+  /**
+   * Whether the template is baked (default true): its first create's image is restored by
+   * every later create. `false` makes every create boot cold, e.g. for a template whose
+   * start-up must not be shared between sandboxes (a secret generated at boot).
+   * @example Template.from('base').run('make-host-key').bake(false)
+   */
+  bake(enabled: boolean): Template {
+    return new Template({ ...this.recipe, bake: enabled });
+  }
+
   /** The recipe as JSON (what `warren template build` reads from a file). */
   toRecipe(name: string): Recipe {
     return { name, ...this.recipe, steps: [...(this.recipe.steps ?? [])] };

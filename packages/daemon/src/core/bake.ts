@@ -36,9 +36,17 @@ export interface BakerOptions {
   /** Files whose exact bytes the image depends on: agent bundle, warren-init, node, runsc. */
   inputs: string[];
   log: Logger;
-  /** Set false to never bake (every create boots cold). */
-  enabled: boolean;
+  /** Which templates this daemon bakes (WARREN_BAKE). */
+  mode: BakeMode;
 }
+
+/**
+ * `all`: every template whose recipe does not say `bake: false` (the default); `start`: only
+ * those with a start command or ready check (what warren did before baking every template);
+ * `off`: none, every create boots cold.
+ */
+export type BakeMode = 'all' | 'start' | 'off';
+export const BAKE_MODES: readonly BakeMode[] = ['all', 'start', 'off'];
 
 export class Baker implements BakedImages {
   private records = new Map<string, BakeRecord>();
@@ -63,10 +71,9 @@ export class Baker implements BakedImages {
 
   /**
    * The ready image for this template version, or undefined (and a bake is scheduled).
-   * Only templates with a start command are baked. For the others a restore saves only the
-   * agent's own start-up (most of either is creating the sandbox, gofer and seccomp filters):
-   * on this machine a node-dev restore took 507 ms against 638 ms for a cold base create,
-   * not enough yet to move every create and test onto restored sandboxes.
+   * Templates without a start command are baked too: a restore saves the agent's own
+   * start-up, and restores fill shells made ahead (drivers/gvisor/shells.ts), so a baked
+   * base create takes about a quarter of a cold one (docs/fast-creates.md).
    */
   imageFor(template: TemplateInfo): string | undefined {
     if (!this.bakes(template)) return undefined;
@@ -81,6 +88,11 @@ export class Baker implements BakedImages {
     this.imageFor(template);
   }
 
+  /** Whether a bake of this version is queued or running (the warm pool waits for it). */
+  baking(template: TemplateInfo): boolean {
+    return this.queued.has(this.key(template));
+  }
+
   /** True when this version's bake failed: its ready check is not worth waiting for again. */
   failed(template: TemplateInfo): boolean {
     return this.record(template)?.state === 'failed';
@@ -90,12 +102,7 @@ export class Baker implements BakedImages {
     const r = this.record(template);
     if (!r) {
       if (this.queued.has(this.key(template))) return { state: 'baking', template: template.name, version: template.version };
-      const why = !this.opts.enabled
-        ? 'baking is turned off (WARREN_BAKE=0)'
-        : !hasStartState(templateRuntime(template.rootfs))
-          ? 'the template has no start command: only templates that start something are baked'
-          : 'not baked yet: the first create bakes it';
-      return { state: 'none', template: template.name, version: template.version, reason: why };
+      return { state: 'none', template: template.name, version: template.version, reason: this.whyNot(template) };
     }
     const { key: _key, ...info } = r;
     return info;
@@ -131,7 +138,21 @@ export class Baker implements BakedImages {
 
   /** Whether this daemon bakes the template at all (see imageFor). */
   private bakes(template: TemplateInfo): boolean {
-    return this.opts.enabled && !this.stopped && hasStartState(templateRuntime(template.rootfs));
+    return !this.stopped && this.refusal(template) === undefined;
+  }
+
+  /** Why the template is never baked here, or undefined when it is. */
+  private refusal(template: TemplateInfo): string | undefined {
+    const runtime = templateRuntime(template.rootfs);
+    if (this.opts.mode === 'off') return 'baking is turned off (WARREN_BAKE=0)';
+    if (runtime.bake === false) return 'the recipe opts out of baking (bake: false): every create boots cold';
+    if (this.opts.mode === 'start' && !hasStartState(runtime))
+      return 'the template has no start command, and this daemon bakes only templates that start something (WARREN_BAKE=start)';
+    return undefined;
+  }
+
+  private whyNot(template: TemplateInfo): string {
+    return this.refusal(template) ?? 'not baked yet: the first create bakes it';
   }
 
   /** Removes every image of a template (it is being deleted). */
@@ -212,7 +233,9 @@ export class Baker implements BakedImages {
     let streams: GuestStreams | undefined;
     let client: GuestClient | undefined;
     try {
-      streams = await this.opts.driver.start({ id, hostname: id, rootfs: template.rootfs, resources: DEFAULT_RESOURCES });
+      // In the background: a bake (often started by the daemon itself) must not slow the
+      // sandboxes serving requests.
+      streams = await this.opts.driver.start({ id, hostname: id, rootfs: template.rootfs, resources: DEFAULT_RESOURCES, background: true });
       client = new GuestClient(streams.fromGuest, streams.toGuest);
       await client.request('hello', {}, AGENT_TIMEOUT_MS);
       await startTemplate(client, runtime, log, { waitReady: true });

@@ -38,6 +38,8 @@ export interface PoolHost {
 interface TemplatePool extends Omit<PoolInfo, 'template' | 'ready' | 'claimMs'> {
   ready: PoolMember[];
   claimMs: number[];
+  /** Its size was set (warren pool, or pools.json): it no longer follows `defaults`. */
+  set: boolean;
 }
 
 export interface PoolOptions {
@@ -49,6 +51,14 @@ export interface PoolOptions {
   log: Logger;
   /** Where to read MemAvailable; tests of the pressure path point this elsewhere. */
   meminfoPath?: string;
+  /** Sizes of templates whose pool nobody set (the default template's: core/default-pool.ts). */
+  defaults?: Record<string, number>;
+  /**
+   * Queues the template's bake if it has none and says whether one is still running. The
+   * pool waits for it: members restored from the image come sooner and cheaper than cold
+   * boots that compete with the bake for the same two cores.
+   */
+  bakeFirst?(template: TemplateInfo): boolean;
 }
 
 export class WarmPool {
@@ -56,12 +66,14 @@ export class WarmPool {
   private host?: PoolHost;
   private timer?: NodeJS.Timeout;
   private ticking = false;
+  /** The refill running now: stop() waits for it, so a member booting at shutdown is not left behind. */
+  private running: Promise<void> = Promise.resolve();
   private stopped = false;
   /** No boot starts before this time (just after a claim). */
   private quietUntil = 0;
 
   constructor(private opts: PoolOptions) {
-    for (const [name, size] of Object.entries(this.loadSizes())) this.pool(name).size = size;
+    for (const [name, size] of Object.entries(this.loadSizes())) Object.assign(this.pool(name), { size, set: true });
   }
 
   start(host: PoolHost): void {
@@ -75,6 +87,7 @@ export class WarmPool {
   async stop(): Promise<void> {
     this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+    await this.running; // a boot in flight discards its member itself once it sees `stopped`
     const members = [...this.pools.values()].flatMap((p) => p.ready.splice(0));
     await this.discardAll(members, 'daemon shutting down');
   }
@@ -84,7 +97,7 @@ export class WarmPool {
       throw new WarrenError('invalid_argument', `size must be an integer from 0 to ${MAX_POOL_SIZE} (0 disables the pool; got ${size})`);
     }
     this.opts.catalog.resolve(template);
-    this.pool(template).size = size;
+    Object.assign(this.pool(template), { size, set: true });
     this.saveSizes();
     void this.tick();
     return this.info(template);
@@ -165,16 +178,24 @@ export class WarmPool {
   private pool(name: string): TemplatePool {
     let p = this.pools.get(name);
     if (!p) {
-      p = { size: 0, ready: [], booting: 0, hits: 0, misses: 0, reclaimed: 0, bootFailures: 0, claimMs: [] };
+      p = { size: this.opts.defaults?.[name] ?? 0, set: false, ready: [], booting: 0, hits: 0, misses: 0, reclaimed: 0, bootFailures: 0, claimMs: [] };
       this.pools.set(name, p);
     }
     return p;
   }
 
-  private async tick(): Promise<void> {
-    if (this.ticking || this.stopped || !this.host) return;
+  private tick(): Promise<void> {
+    if (this.ticking || this.stopped || !this.host) return Promise.resolve();
     this.ticking = true;
+    this.running = this.refill(this.host);
+    return this.running;
+  }
+
+  private async refill(host: PoolHost): Promise<void> {
     try {
+      // A default pool exists without anyone asking for it, also after its template was
+      // removed and built again.
+      for (const name of Object.keys(this.opts.defaults ?? {})) this.pool(name);
       if (await this.underPressure()) {
         await this.reclaimOne();
         return;
@@ -186,13 +207,14 @@ export class WarmPool {
         // not found out by the create that would have claimed it.
         for (const dead of p.ready.filter((m) => !m.alive())) {
           p.ready.splice(p.ready.indexOf(dead), 1);
-          void this.host.discard(dead, 'died while pooled');
+          void host.discard(dead, 'died while pooled');
         }
         // Shrinking: surplus members go, oldest first.
-        while (p.ready.length + p.booting > p.size && p.ready.length > 0) void this.host.discard(p.ready.shift()!, 'pool shrunk');
+        while (p.ready.length + p.booting > p.size && p.ready.length > 0) void host.discard(p.ready.shift()!, 'pool shrunk');
         // One boot at a time: on a 2-core host parallel boots only slow each other and
         // the claimed sandboxes down.
         if (p.ready.length + p.booting < p.size && Date.now() >= this.quietUntil) {
+          if (this.opts.bakeFirst?.(template)) continue;
           await this.boot(name, p, template);
           return;
         }
@@ -242,7 +264,10 @@ export class WarmPool {
   }
 
   private saveSizes(): void {
-    const sizes = Object.fromEntries([...this.pools].filter(([, p]) => p.size > 0).map(([name, p]) => [name, p.size]));
+    // A size set to 0 is kept where a default would otherwise fill the pool again.
+    const sizes = Object.fromEntries(
+      [...this.pools].filter(([name, p]) => p.set && (p.size > 0 || this.opts.defaults?.[name] !== undefined)).map(([name, p]) => [name, p.size]),
+    );
     const tmp = `${this.opts.stateFile}.tmp`;
     writeFileSync(tmp, JSON.stringify(sizes, null, 1), { mode: 0o600 });
     renameSync(tmp, this.opts.stateFile);

@@ -24,6 +24,8 @@ export interface TemplateRuntime {
   ready?: { cmd?: string; port?: number; timeoutSeconds?: number };
   /** The default egress policy of the version's sandboxes. */
   network?: { allow: string[] };
+  /** false: the recipe opted out of baking. */
+  bake?: false;
 }
 
 /** Manifests by rootfs: a version never changes (it is its recipe's hash), so read once. */
@@ -43,7 +45,15 @@ export function templateRuntime(rootfs: string): TemplateRuntime {
   } catch (err) {
     throw new WarrenError('internal', `cannot read the manifest of template version ${path.basename(path.dirname(rootfs))}`, { cause: err });
   }
-  const runtime: TemplateRuntime = { env: m.env ?? {}, workdir: m.workdir, user: m.user, start: m.start, ready: m.ready, network: m.network };
+  const runtime: TemplateRuntime = {
+    env: m.env ?? {},
+    workdir: m.workdir,
+    user: m.user,
+    start: m.start,
+    ready: m.ready,
+    network: m.network,
+    ...(m.bake === false ? { bake: false as const } : {}),
+  };
   runtimes.set(rootfs, runtime);
   return runtime;
 }
@@ -86,7 +96,7 @@ export async function startTemplateCold(client: GuestClient, runtime: TemplateRu
   }
 }
 
-/** Whether baking pays: only a template that starts something has warm state to keep. */
+/** Whether a fresh boot of the template has a start command to run or a ready check to wait for. */
 export function hasStartState(runtime: TemplateRuntime): boolean {
   return runtime.start !== undefined || runtime.ready !== undefined;
 }

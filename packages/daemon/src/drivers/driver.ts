@@ -24,6 +24,11 @@ export interface StartSpec {
   hostname: string;
   rootfs: string;
   resources: ResolvedResources;
+  /**
+   * Boot at a low host CPU weight: nobody waits for this sandbox yet (a warm-pool member, a
+   * bake), so the sandboxes serving requests come first. promote() lifts it.
+   */
+  background?: boolean;
 }
 
 export interface DriverSandbox {
@@ -47,6 +52,8 @@ export interface SandboxDriver {
    * leaveRunning: then it is paused only while the image is written.
    */
   checkpoint(id: string, imageDir: string, opts?: { leaveRunning?: boolean }): Promise<void>;
+  /** Gives a sandbox booted in the background the host CPU weight of every other sandbox. */
+  promote(id: string): Promise<void>;
   /** New cpu, memory and pids limits for a running sandbox (a warm-pool claim). */
   resize(id: string, resources: ResolvedResources): Promise<void>;
   /** A fresh channel to an already running sandbox's agent (after a daemon restart). */

@@ -324,6 +324,7 @@ export class TemplateBuilder {
         ...(plan.final.start ? { start: plan.final.start } : {}),
         ...(plan.final.ready ? { ready: plan.final.ready } : {}),
         ...(plan.final.network ? { network: plan.final.network } : {}),
+        ...(plan.final.bake === false ? { bake: false as const } : {}),
         // Every step but a template `from` left a layer dir (env and the like only a marker).
         layers: plan.steps.filter((s) => !(s.kind === 'from' && plan.base.kind === 'template')).map((s) => path.basename(this.layerDir(s.key))),
       };

@@ -25,6 +25,8 @@ export interface TemplateInfo {
   ready?: { cmd?: string; port?: number; timeoutSeconds: number };
   /** The default egress policy of its sandboxes (a create without `network` gets it). */
   network?: TemplateNetwork;
+  /** false: the recipe opted out of baking (core/bake.ts). */
+  bake?: false;
 }
 
 export class TemplateCatalog {

@@ -49,7 +49,7 @@ export interface BuildPlan {
   base: { kind: 'debian'; include: string[] } | { kind: 'template'; template: TemplateInfo };
   steps: PlannedStep[];
   /** The runtime defaults, start/ready and default egress policy the manifest will carry. */
-  final: StepContext & { start?: StartCommand; ready?: TemplateManifest['ready']; network?: TemplateNetwork };
+  final: StepContext & { start?: StartCommand; ready?: TemplateManifest['ready']; network?: TemplateNetwork; bake?: false };
   recipeHash: string;
   version: string;
 }
@@ -57,7 +57,7 @@ export interface BuildPlan {
 export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }, catalog: TemplateCatalog): Promise<BuildPlan> {
   let base: BuildPlan['base'];
   let context: StepContext = { env: {} };
-  let inherited: Pick<BuildPlan['final'], 'start' | 'ready' | 'network'> = {};
+  let inherited: Pick<BuildPlan['final'], 'start' | 'ready' | 'network' | 'bake'> = {};
   // Rules and preset names now, as a 400 before anything runs; presets expand at each create.
   if (recipe.network) checkAllow(recipe.network.allow, 'network.allow');
   let key: string;
@@ -78,7 +78,12 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
     }
     base = { kind: 'template', template };
     context = { env: { ...template.env }, workdir: template.workdir, user: template.user };
-    inherited = { start: template.start, ready: template.ready, ...(template.network ? { network: template.network } : {}) };
+    inherited = {
+      start: template.start,
+      ready: template.ready,
+      ...(template.network ? { network: template.network } : {}),
+      ...(template.bake === false ? { bake: false as const } : {}),
+    };
     key = sha256(canonicalJson({ format: LAYER_FORMAT, from: template.name, version: template.version, recipeHash: template.recipeHash ?? null }));
     description = `from ${template.name} (${template.version})`;
   }
@@ -103,9 +108,19 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
     ...(recipe.ready ? { ready: recipe.ready } : {}),
     ...(recipe.network ? { network: { allow: recipe.network.allow.map((r) => r.trim()) } } : {}),
   };
-  // The network default is hashed only when there is one, so versions built before it existed keep their hash.
+  // `bake: true` in a recipe undoes an inherited opt-out; only `false` is ever stored.
+  if (recipe.bake === true) delete final.bake;
+  else if (recipe.bake === false) final.bake = false;
+  // The network default and the bake opt-out are hashed only when there is one, so versions
+  // built before they existed keep their hash.
   const recipeHash = sha256(
-    canonicalJson({ layers: key, start: final.start ?? null, ready: final.ready ?? null, ...(final.network ? { network: final.network } : {}) }),
+    canonicalJson({
+      layers: key,
+      start: final.start ?? null,
+      ready: final.ready ?? null,
+      ...(final.network ? { network: final.network } : {}),
+      ...(final.bake === false ? { bake: false } : {}),
+    }),
   );
   return { name: recipe.name, from: recipe.from, base, steps, final, recipeHash, version: recipeHash.slice(0, 12) };
 }

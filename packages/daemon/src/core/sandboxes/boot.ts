@@ -35,9 +35,15 @@ export class Booter {
    * baked image when one is ready, a cold boot otherwise. Not registered and not bound to any
    * request yet: create and the warm pool do that.
    */
-  async boot(id: string, template: TemplateInfo, resources: ResolvedResources, from?: ImageSource): Promise<{ live: Live; kind: BootKind }> {
+  async boot(
+    id: string,
+    template: TemplateInfo,
+    resources: ResolvedResources,
+    from?: ImageSource,
+    background = false,
+  ): Promise<{ live: Live; kind: BootKind }> {
     const image = from ? from.image : this.opts.bakes?.imageFor(template);
-    const spec = { id, hostname: id, rootfs: template.rootfs, resources };
+    const spec = { id, hostname: id, rootfs: template.rootfs, resources, background };
     const relayed = image !== undefined && ImageStore.isRelayed(image);
     let streams: GuestStreams;
     try {

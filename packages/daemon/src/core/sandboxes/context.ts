@@ -39,6 +39,8 @@ export interface SandboxServiceOptions {
   /** What one sandbox may have at most on this host (admission.ts); absent: no host check. */
   capacity?: HostCapacity;
   pool?: WarmPool;
+  /** Boot pool members at a low CPU weight (default true; WARREN_POOL_BACKGROUND=0 for measurements). */
+  poolBackground?: boolean;
   bakes?: BakedImages;
   meter?: ActivityMeter;
   images: ImageStore;

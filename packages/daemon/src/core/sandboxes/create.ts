@@ -62,6 +62,8 @@ export class Creator {
       if (member) {
         this.live.set(record.id, this.pooled.get(record.id)!);
         this.pooled.delete(record.id);
+        // It booted at a low CPU weight (bootForPool); from now on someone waits for it.
+        await this.opts.driver.promote(record.id);
         // Members boot with the default limits; the request's are applied as it claims one.
         if (!sameResources(resources, this.defaults)) await this.opts.driver.resize(record.id, resources);
       } else {
@@ -125,7 +127,9 @@ export class Creator {
   /** PoolHost: a fresh, unbound sandbox of the template for the warm pool. */
   async bootForPool(template: TemplateInfo): Promise<PoolMember> {
     const id = newId('sb');
-    const { live } = await this.booter.boot(id, template, this.defaults);
+    // In the background (a low host CPU weight until claimed): a refill must not slow down
+    // the sandboxes that are serving requests, the one just claimed above all.
+    const { live } = await this.booter.boot(id, template, this.defaults, undefined, this.opts.poolBackground ?? true);
     this.pooled.set(id, live);
     return { id, template: template.name, version: template.version, alive: () => !live.client.closed };
   }

@@ -35,6 +35,15 @@ export const SANDBOX_CAPABILITIES = [
 // agent and of every command it starts.
 const INIT_CAPABILITIES = [...SANDBOX_CAPABILITIES, 'CAP_SYS_ADMIN', 'CAP_NET_ADMIN'];
 
+/**
+ * cgroup v1 cpu.shares of a sandbox booted in the background (StartSpec.background) and of
+ * every other one (the kernel's default). Shares only count when the CPU is contended: an
+ * idle host still gives a background boot all it asks for, a busy one gives the sandboxes
+ * serving requests 1024/(1024+16) of what the two compete for.
+ */
+export const BACKGROUND_CPU_SHARES = 16;
+export const NORMAL_CPU_SHARES = 1024;
+
 export interface BundleInputs extends StartSpec {
   hostNodeBinary: string;
   hostGuestLibDir: string;
@@ -81,7 +90,11 @@ export function buildSpec(input: BundleInputs): Record<string, unknown> {
       cgroupsPath: input.cgroupsPath,
       resources: {
         memory: { limit: resources.memoryMB * 1024 * 1024 },
-        cpu: { quota: Math.round(resources.cpus * 100_000), period: 100_000 },
+        cpu: {
+          quota: Math.round(resources.cpus * 100_000),
+          period: 100_000,
+          ...(input.background ? { shares: BACKGROUND_CPU_SHARES } : {}),
+        },
         pids: { limit: input.hostPidsLimit },
       },
       namespaces: [{ type: 'pid' }, { type: 'network' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],

@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { Logger } from 'pino';
 import { WarrenError, errorText, type ResolvedResources } from '@warren/protocol';
 import type { DeathCause, DriverSandbox, GuestStreams, SandboxDriver, StartSpec } from '../driver.js';
-import { buildSpec, AGENT_PATH, GUEST_NODE_PATH } from './bundle.js';
+import { buildSpec, AGENT_PATH, BACKGROUND_CPU_SHARES, GUEST_NODE_PATH, NORMAL_CPU_SHARES } from './bundle.js';
 import { Runsc, lastLines } from './runsc.js';
 import { cgroupEmptied, killCgroup, readCgroupFile, removeCgroup, signalCgroup, writeCgroupFile } from './cgroups.js';
 import { ShellStock, type Shell } from './shells.js';
@@ -146,7 +146,7 @@ export class GvisorDriver implements SandboxDriver {
       const shell = this.shells.take(shape);
       if (shell) {
         try {
-          return await this.restoreInto(shell, spec.id, imageDir);
+          return await this.restoreInto(shell, spec.id, imageDir, spec.background === true);
         } catch (err) {
           this.opts.log.warn({ sandbox: spec.id, shell: shell.id, err: (err as Error).message }, 'restore into a shell failed; restoring into a new container');
         }
@@ -157,12 +157,15 @@ export class GvisorDriver implements SandboxDriver {
     }
   }
 
-  private async restoreInto(shell: ReadyShell, id: string, imageDir: string): Promise<GuestStreams> {
+  private async restoreInto(shell: ReadyShell, id: string, imageDir: string, background: boolean): Promise<GuestStreams> {
     const dir = this.containerDir(shell.id);
     // Written first: a daemon that dies during the restore must find the sandbox's container.
     await writeFile(path.join(dir, OWNER_FILE), id);
     this.containers.set(id, shell.id);
     try {
+      // Shells wait at the background weight; the Sentry and gofer already sit in the shell's
+      // cgroup, so the weight set here applies to the whole restore.
+      await this.setCpuShares(id, background ? BACKGROUND_CPU_SHARES : NORMAL_CPU_SHARES);
       await this.runsc.run(['restore', '--detach', '--image-path', imageDir, '--bundle', dir, shell.id], RESTORE_TIMEOUT_MS, this.containerFlags(shell.id));
     } catch (err) {
       shell.streams.release();
@@ -175,7 +178,9 @@ export class GvisorDriver implements SandboxDriver {
   private async makeShell(shape: string): Promise<ReadyShell> {
     const id = `${SHELL_PREFIX}${randomBytes(6).toString('hex')}`;
     try {
-      const streams = await this.launch(specOfShape(shape, id), (dir) => ['create', '--bundle', dir, id]);
+      // In the background: nobody waits for a shell, and it is made right after restores,
+      // while the sandboxes just restored serve their first requests.
+      const streams = await this.launch({ ...specOfShape(shape, id), background: true }, (dir) => ['create', '--bundle', dir, id]);
       return { id, shape, streams };
     } catch (err) {
       await this.destroyContainer(id);
@@ -271,6 +276,18 @@ export class GvisorDriver implements SandboxDriver {
         child.stderr?.destroy();
       },
     };
+  }
+
+  async promote(id: string): Promise<void> {
+    await this.setCpuShares(id, NORMAL_CPU_SHARES);
+  }
+
+  private async setCpuShares(id: string, shares: number): Promise<void> {
+    try {
+      await writeCgroupFile('cpu', CGROUP_PARENT, this.cid(id), 'cpu.shares', String(shares));
+    } catch (err) {
+      throw new WarrenError('internal', `cannot set the CPU weight of sandbox ${id}`, { cause: err });
+    }
   }
 
   /**

@@ -50,6 +50,8 @@ export class ShellStock<S extends Shell> {
   private inFlight = 0;
   private lastRestoreEnd = 0;
   private filling = false;
+  /** The fill loop running now: close() waits for it, so a shell being made at shutdown is discarded, not left behind. */
+  private filled: Promise<void> = Promise.resolve();
   private closed = false;
   private sweeper: NodeJS.Timeout;
 
@@ -107,6 +109,7 @@ export class ShellStock<S extends Shell> {
   async close(): Promise<void> {
     this.closed = true;
     clearInterval(this.sweeper);
+    await this.filled; // a shell made meanwhile is discarded by the loop itself (enabled is false)
     const all = [...this.ready.values()].flat();
     this.ready.clear();
     await Promise.all(all.map((s) => this.opts.discard(s, 'daemon stopping')));
@@ -122,9 +125,14 @@ export class ShellStock<S extends Shell> {
   }
 
   /** Makes missing shells one by one, each once restores have been quiet for a moment. */
-  private async fill(): Promise<void> {
-    if (this.filling || !this.enabled) return;
+  private fill(): Promise<void> {
+    if (this.filling || !this.enabled) return Promise.resolve();
     this.filling = true;
+    this.filled = this.fillLoop();
+    return this.filled;
+  }
+
+  private async fillLoop(): Promise<void> {
     try {
       for (let shape = this.missing(); shape && this.enabled; shape = this.missing()) {
         const quietFor = Date.now() - this.lastRestoreEnd;
