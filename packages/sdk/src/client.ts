@@ -43,10 +43,8 @@ export class HttpClient {
     route: string,
     init: { json?: unknown; body?: BodyInit | (() => BodyInit); query?: Record<string, string | number | undefined>; headers?: Record<string, string> } = {},
   ): Promise<Response> {
-    const url = new URL(this.url + route);
-    for (const [k, v] of Object.entries(init.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = { ...(init.headers ?? {}) };
-    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    const url = this.urlFor(route, init.query);
+    const headers = this.headersFor(init.headers);
     let body = init.body;
     if (init.json !== undefined) {
       headers['content-type'] = 'application/json';
@@ -70,16 +68,7 @@ export class HttpClient {
     } catch (err) {
       throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).cause ?? (err as Error).message}`, { cause: err });
     }
-    if (!res.ok) {
-      const text = await res.text();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        parsed = { error: { message: text || `HTTP ${res.status}` } };
-      }
-      throw errorFromBody(res.status, parsed);
-    }
+    if (!res.ok) throw errorOf(res.status, await res.text());
     return res;
   }
 
@@ -90,9 +79,8 @@ export class HttpClient {
    * rest of a 100 MiB download's path on the host.
    */
   async download(route: string, query: Record<string, string | number | undefined> = {}): Promise<IncomingMessage> {
-    const url = new URL(this.url + route);
-    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers: Record<string, string> = this.apiKey ? { authorization: `Bearer ${this.apiKey}` } : {};
+    const url = this.urlFor(route, query);
+    const headers = this.headersFor();
     const send = () =>
       new Promise<IncomingMessage>((resolve, reject) => {
         (url.protocol === 'https:' ? https : http).get(url, { headers }, resolve).on('error', reject);
@@ -111,22 +99,82 @@ export class HttpClient {
     }
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;
-    let text = '';
-    for await (const chunk of res) text += (chunk as Buffer).toString('utf8');
-    let parsed: unknown;
-    try {
-      parsed = JSON.parse(text);
-    } catch {
-      parsed = { error: { message: text || `HTTP ${status}` } };
-    }
-    throw errorFromBody(status, parsed);
+    throw errorOf(status, await textOf(res));
   }
 
+  /**
+   * A request whose answer is JSON. Without a streamed body it goes through node:http, not
+   * fetch: the first fetch of a process loads and compiles Node's fetch client, which cost a
+   * one-shot `warren ls` more than all of its own work (docs/cli.md, start-up).
+   */
   async json<T>(method: string, route: string, init: Parameters<HttpClient['request']>[2] = {}): Promise<T> {
-    const res = await this.request(method, route, init);
-    if (res.status === 204) return undefined as T;
-    return (await res.json()) as T;
+    if (init.body !== undefined) {
+      const res = await this.request(method, route, init);
+      if (res.status === 204) return undefined as T;
+      return (await res.json()) as T;
+    }
+    const url = this.urlFor(route, init.query);
+    const headers = this.headersFor(init.headers);
+    let payload: string | undefined;
+    if (init.json !== undefined) {
+      payload = JSON.stringify(init.json);
+      headers['content-type'] = 'application/json';
+      headers['content-length'] = String(Buffer.byteLength(payload));
+    }
+    const send = () =>
+      new Promise<{ status: number; text: string }>((resolve, reject) => {
+        const req = (url.protocol === 'https:' ? https : http).request(url, { method, headers }, (res) => {
+          textOf(res).then((text) => resolve({ status: res.statusCode ?? 0, text }), reject);
+        });
+        req.on('error', reject);
+        req.end(payload);
+      });
+    let answer: { status: number; text: string };
+    try {
+      try {
+        answer = await send();
+      } catch (err) {
+        // As in request(): a stale keep-alive connection, sent again only when that is harmless.
+        if (!replayable(method, payload) || !isStaleConnection(err)) throw err;
+        answer = await send();
+      }
+    } catch (err) {
+      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).message}`, { cause: err });
+    }
+    if (answer.status < 200 || answer.status >= 300) throw errorOf(answer.status, answer.text);
+    if (answer.status === 204 || answer.text === '') return undefined as T;
+    return JSON.parse(answer.text) as T;
   }
+
+  private urlFor(route: string, query: Record<string, string | number | undefined> = {}): URL {
+    const url = new URL(this.url + route);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
+    return url;
+  }
+
+  private headersFor(extra: Record<string, string> = {}): Record<string, string> {
+    const headers: Record<string, string> = { ...extra };
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    return headers;
+  }
+}
+
+async function textOf(res: IncomingMessage): Promise<string> {
+  let text = '';
+  res.setEncoding('utf8');
+  for await (const chunk of res) text += chunk as string;
+  return text;
+}
+
+/** The typed error of a failed answer; a body that is not JSON becomes its message. */
+function errorOf(status: number, text: string): Error {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    parsed = { error: { message: text || `HTTP ${status}` } };
+  }
+  return errorFromBody(status, parsed);
 }
 
 /**
