@@ -179,6 +179,13 @@ class Connections(FakeDaemonCase):
         self.assertEqual(client.json("GET", "/v1/sandboxes/sb-1")["id"], "sb-1")
         self.assertEqual([r.connection for r in self.fake.requests], [1, 1, 2])
 
+    def test_a_delete_on_a_stale_connection_is_sent_again(self) -> None:
+        self.fake.route("DELETE", "/v1/sandboxes/sb-1", self._reset_second_on_first_connection(Reply(status=204)))
+        client = HttpClient(self.fake.url, "k")
+        client.json("DELETE", "/v1/sandboxes/sb-1")
+        self.assertIsNone(client.json("DELETE", "/v1/sandboxes/sb-1"))
+        self.assertEqual([r.connection for r in self.fake.requests], [1, 1, 2])
+
     def test_a_post_on_a_stale_connection_is_not_sent_again(self) -> None:
         self.fake.route("POST", "/v1/sandboxes/sb-1/hibernate", self._reset_second_on_first_connection(Reply(json=SANDBOX)))
         client = HttpClient(self.fake.url, "k")

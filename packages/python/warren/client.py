@@ -444,10 +444,12 @@ def _readable(conn: http.client.HTTPConnection) -> bool:
 
 
 def _replayable(method: str, body: Body) -> bool:
-    """Whether sending the request again is harmless: reads, and uploads of whole in-memory
-    bodies or of body factories (a file write replaces the file atomically). An iterator or
-    a file object that was passed in cannot be re-read."""
-    if method in ("GET", "HEAD"):
+    """Whether sending the request again is harmless: reads, deletes (the daemon closes an
+    idle connection only between requests, so a request that met a closed one was never
+    handled; a kill or remove that did happen twice answers 404), and uploads of whole
+    in-memory bodies or of body factories (a file write replaces the file atomically). An
+    iterator or a file object that was passed in cannot be re-read."""
+    if method in ("GET", "HEAD", "DELETE"):
         return True
     return method == "PUT" and (body is None or isinstance(body, (bytes, bytearray, memoryview)) or callable(body))
 

@@ -133,7 +133,7 @@ test('an unreachable daemon is a NetworkError naming the URL, with the connectio
   }
 });
 
-test('a stale keep-alive connection: reads and whole-body PUTs are sent once more, other writes are not', async () => {
+test('a stale keep-alive connection: reads, deletes and whole-body PUTs are sent once more, other writes are not', async () => {
   fake.on('GET', '/v1/r', 'drop', { json: { n: 1 } });
   assert.deepEqual(await client.json('GET', '/v1/r'), { n: 1 });
   assert.equal(fake.sent('GET', '/v1/r').length, 2);
@@ -153,6 +153,10 @@ test('a stale keep-alive connection: reads and whole-body PUTs are sent once mor
     fake.sent('PUT', '/v1/f').map((r) => r.body.toString()),
     ['abc', 'abc'],
   );
+
+  fake.on('DELETE', '/v1/d', 'drop', { status: 204 });
+  assert.equal(await client.json('DELETE', '/v1/d'), undefined);
+  assert.equal(fake.sent('DELETE', '/v1/d').length, 2);
 
   // Not replayable: a POST (it could apply twice) and a stream handed in (it cannot be re-read).
   fake.on('POST', '/v1/p', 'drop', { json: {} });

@@ -178,12 +178,14 @@ function errorOf(status: number, text: string): Error {
 }
 
 /**
- * Whether sending the request again is harmless: reads, and uploads of whole in-memory
- * bodies or of body factories (a file write replaces the file atomically). A stream that was
- * passed in cannot be re-read.
+ * Whether sending the request again is harmless: reads, deletes (the daemon closes an idle
+ * connection only between requests, so a request that met a closed one was never handled; a
+ * kill or remove that did happen twice answers 404), and uploads of whole in-memory bodies
+ * or of body factories (a file write replaces the file atomically). A stream that was passed
+ * in cannot be re-read.
  */
 function replayable(method: string, body: BodyInit | (() => BodyInit) | undefined): boolean {
-  if (method === 'GET' || method === 'HEAD') return true;
+  if (method === 'GET' || method === 'HEAD' || method === 'DELETE') return true;
   return method === 'PUT' && (typeof body === 'string' || body instanceof Uint8Array || typeof body === 'function');
 }
 

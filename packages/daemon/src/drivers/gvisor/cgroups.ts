@@ -41,13 +41,22 @@ export async function readCgroupFile(controller: string, parent: string, id: str
  * list means everything of the sandbox is dead even while zombies wait for the host's init.
  */
 async function cgroupMembers(parent: string, id: string): Promise<number[]> {
-  const procs = (await readCgroupFile('pids', parent, id, 'cgroup.procs')) ?? (await readCgroupFile('memory', parent, id, 'cgroup.procs')) ?? '';
-  return procs.split('\n').filter(Boolean).map(Number);
+  return (await cgroupMembersIfAny(parent, id)) ?? [];
 }
 
-/** SIGKILLs every member of the sandbox's cgroup; returns how many there were. */
-export async function signalCgroup(parent: string, id: string): Promise<number> {
-  const pids = await cgroupMembers(parent, id);
+/** The members, or undefined when the sandbox has no cgroup under parent at all. */
+async function cgroupMembersIfAny(parent: string, id: string): Promise<number[] | undefined> {
+  const procs = (await readCgroupFile('pids', parent, id, 'cgroup.procs')) ?? (await readCgroupFile('memory', parent, id, 'cgroup.procs'));
+  return procs?.split('\n').filter(Boolean).map(Number);
+}
+
+/**
+ * SIGKILLs every member of the sandbox's cgroup; returns how many there were, or undefined
+ * when it has no cgroup under parent (a container warren did not start).
+ */
+export async function signalCgroup(parent: string, id: string): Promise<number | undefined> {
+  const pids = await cgroupMembersIfAny(parent, id);
+  if (pids === undefined) return undefined;
   for (const pid of pids) {
     try {
       process.kill(pid, 'SIGKILL');

@@ -352,16 +352,18 @@ export class GvisorDriver implements SandboxDriver {
    * Sentry hung under an OOM: PLATFORM.md) still goes through runsc delete.
    */
   private async destroyContainer(id: string): Promise<void> {
-    await signalCgroup(CGROUP_PARENT, id);
-    if (await cgroupEmptied(CGROUP_PARENT, id, KILL_GRACE_MS)) await this.forgetState(id);
-    else await this.deleteWithRunsc(id);
+    // A container started behind warren's back (a stray found at recovery) is not in warren's
+    // cgroup: only runsc knows its processes.
+    if ((await signalCgroup(CGROUP_PARENT, id)) === undefined) await this.deleteWithRunsc(id, 'the container has no cgroup under warren');
+    else if (await cgroupEmptied(CGROUP_PARENT, id, KILL_GRACE_MS)) await this.forgetState(id);
+    else await this.deleteWithRunsc(id, `sandbox processes outlived SIGKILL for ${KILL_GRACE_MS} ms`);
     await killCgroup(CGROUP_PARENT, id);
     await removeCgroup(CGROUP_PARENT, id);
     await rm(this.containerDir(id), { recursive: true, force: true });
   }
 
-  private async deleteWithRunsc(id: string): Promise<void> {
-    this.opts.log.warn({ sandbox: id, graceMs: KILL_GRACE_MS }, 'sandbox processes outlived SIGKILL; removing the container with runsc delete');
+  private async deleteWithRunsc(id: string, why: string): Promise<void> {
+    this.opts.log.warn({ sandbox: id, why }, 'removing the container with runsc delete');
     if (!(await this.runsc.list()).some((c) => c.id === id)) return;
     try {
       await this.runsc.run(['delete', '--force', id], 15_000);
