@@ -246,8 +246,13 @@ export async function speedProbe(): Promise<{ pingPongUs: number; sha256Ms: numb
     for (let i = 0; i < 320; i++) {
       const t0 = performance.now();
       await new Promise<void>((resolve, reject) => {
-        child.stdout!.once('data', () => resolve());
+        // Removed once answered: a listener left per round trip piled up 320 of them (Node's
+        // MaxListenersExceededWarning in every bench run).
         child.once('error', reject);
+        child.stdout!.once('data', () => {
+          child.off('error', reject);
+          resolve();
+        });
         child.stdin!.write('x');
       });
       if (i >= 20) rtts.push((performance.now() - t0) * 1000);

@@ -379,20 +379,9 @@ function summaryFromRow(row: SummaryRow): SandboxSummary {
 
 function fromRow(row: Row): SandboxRecord {
   return {
-    id: row.id,
-    template: row.template,
-    state: row.state,
-    createdAt: row.created_at,
-    expiresAt: row.expires_at,
-    metadata: JSON.parse(row.metadata) as Metadata,
+    ...summaryFromRow(row),
     env: JSON.parse(row.env) as Record<string, string>,
-    resources: JSON.parse(row.resources) as ResolvedResources,
-    rootfs: row.rootfs,
-    error: row.error ?? undefined,
     apiKeyId: row.api_key_id,
-    boot: row.boot as BootKind,
-    ...(row.idle_seconds !== null ? { idleSeconds: row.idle_seconds } : {}),
-    ...(row.source !== null ? { source: row.source } : {}),
     network: JSON.parse(row.network) as string[],
     ...(row.network_given ? { networkGiven: JSON.parse(row.network_given) as NetworkGiven } : {}),
     ...(row.credentials && row.credentials !== '[]' ? { credentials: JSON.parse(row.credentials) as CredentialRule[] } : {}),
