@@ -54,20 +54,10 @@ export class HttpClient {
       const b = typeof body === 'function' ? body() : body;
       return fetch(url, { method, headers, body: b, ...(b instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
     };
-    let res: Response;
-    try {
-      try {
-        res = await send();
-      } catch (err) {
-        // A pooled keep-alive connection can be closed by the daemon just as a request is put
-        // on it (its idle timeout, or a busy client that noticed late). Like most HTTP clients,
-        // send once more on a fresh connection when doing so cannot apply a change twice.
-        if (!replayable(method, body) || !isStaleConnection(err)) throw err;
-        res = await send();
-      }
-    } catch (err) {
-      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).cause ?? (err as Error).message}`, { cause: err });
-    }
+    // A pooled keep-alive connection can be closed by the daemon just as a request is put on
+    // it (its idle timeout, or a busy client that noticed late). Like most HTTP clients, send
+    // once more on a fresh connection when doing so cannot apply a change twice.
+    const res = await this.exchange(send, replayable(method, body));
     if (!res.ok) throw errorOf(res.status, await res.text());
     return res;
   }
@@ -85,18 +75,7 @@ export class HttpClient {
       new Promise<IncomingMessage>((resolve, reject) => {
         (url.protocol === 'https:' ? https : http).get(url, { headers }, resolve).on('error', reject);
       });
-    let res: IncomingMessage;
-    try {
-      try {
-        res = await send();
-      } catch (err) {
-        // As in request(): a stale keep-alive connection; a GET is safe to send again.
-        if (!isStaleConnection(err)) throw err;
-        res = await send();
-      }
-    } catch (err) {
-      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).message}`, { cause: err });
-    }
+    const res = await this.exchange(send, true);
     const status = res.statusCode ?? 0;
     if (status >= 200 && status < 300) return res;
     throw errorOf(status, await textOf(res));
@@ -129,21 +108,29 @@ export class HttpClient {
         req.on('error', reject);
         req.end(payload);
       });
-    let answer: { status: number; text: string };
-    try {
-      try {
-        answer = await send();
-      } catch (err) {
-        // As in request(): a stale keep-alive connection, sent again only when that is harmless.
-        if (!replayable(method, payload) || !isStaleConnection(err)) throw err;
-        answer = await send();
-      }
-    } catch (err) {
-      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${(err as Error).message}`, { cause: err });
-    }
+    const answer = await this.exchange(send, replayable(method, payload));
     if (answer.status < 200 || answer.status >= 300) throw errorOf(answer.status, answer.text);
     if (answer.status === 204 || answer.text === '') return undefined as T;
     return JSON.parse(answer.text) as T;
+  }
+
+  /**
+   * Sends; on a stale keep-alive connection sends once more when the request may be replayed
+   * (see replayable). Any failure to get an answer is a NetworkError naming the daemon.
+   */
+  private async exchange<T>(send: () => Promise<T>, canReplay: boolean): Promise<T> {
+    try {
+      try {
+        return await send();
+      } catch (err) {
+        if (!canReplay || !isStaleConnection(err)) throw err;
+        return await send();
+      }
+    } catch (err) {
+      // fetch puts the reason (ECONNREFUSED...) on the error's cause, node:http on the error.
+      const why = (err as Error).cause ?? (err as Error).message;
+      throw new NetworkError('network', `cannot reach warren daemon at ${this.url}: ${String(why)}`, { cause: err });
+    }
   }
 
   private urlFor(route: string, query: Record<string, string | number | undefined> = {}): URL {
