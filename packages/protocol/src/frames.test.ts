@@ -110,3 +110,15 @@ test('with pieces, Data frames of accepted streams come out as views of each chu
     assert.ok(whole?.payload.equals(big), `step ${step}`);
   }
 });
+
+test('with pieces, a Data frame that claims more than a frame may hold is refused, whole or split', () => {
+  // A hostile guest's header: Data kind on a stream that takes pieces, length 4 GiB.
+  const header = Buffer.alloc(9);
+  header.writeUInt32BE(0xffffffff, 0);
+  header.writeUInt8(FrameKind.Data, 4);
+  header.writeUInt32BE(1, 5);
+  assert.throws(() => new FrameDecoder({ pieces: () => true }).push(Buffer.concat([header, Buffer.alloc(64)])), FrameDecodeError);
+  const split = new FrameDecoder({ pieces: () => true });
+  assert.deepEqual(split.push(header.subarray(0, 3)), []);
+  assert.throws(() => split.push(header.subarray(3)), FrameDecodeError);
+});

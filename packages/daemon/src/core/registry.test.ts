@@ -186,3 +186,26 @@ test('registry indexes the metadata of records written before its metadata table
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('registry: metadata keys and values that look like SQL, JSON paths or wildcards match only themselves', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-reg-'));
+  const reg = new Registry(path.join(dir, 'db'));
+  try {
+    const hostile: Record<string, string> = { "' OR 1=1 --": 'x', '$.team': '%', 'a.b[0]': '_', team: "x' OR '1'='1" };
+    reg.insert(record('sb-h', hostile));
+    reg.insert(record('sb-o', { team: 'x', 'a.b': '0' }));
+    for (const [k, v] of Object.entries(hostile)) {
+      assert.deepEqual(
+        reg.list({ metadata: { [k]: v }, limit: 10 }).map((r) => r.id),
+        ['sb-h'],
+        `filter ${k}=${v}`,
+      );
+    }
+    assert.deepEqual(reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id), ['sb-o']);
+    assert.deepEqual(reg.list({ metadata: { '$.team': 'x' }, limit: 10 }), []);
+    assert.deepEqual(reg.list({ metadata: { team: '%' }, limit: 10 }), []);
+  } finally {
+    reg.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
