@@ -201,7 +201,10 @@ test('registry: metadata keys and values that look like SQL, JSON paths or wildc
         `filter ${k}=${v}`,
       );
     }
-    assert.deepEqual(reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id), ['sb-o']);
+    assert.deepEqual(
+      reg.list({ metadata: { team: 'x' }, limit: 10 }).map((r) => r.id),
+      ['sb-o'],
+    );
     assert.deepEqual(reg.list({ metadata: { '$.team': 'x' }, limit: 10 }), []);
     assert.deepEqual(reg.list({ metadata: { team: '%' }, limit: 10 }), []);
   } finally {
