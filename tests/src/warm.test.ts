@@ -183,6 +183,11 @@ test('warm pool: claims are pool hits with any resources, the pool refills, size
   try {
     assert.equal(a.info.boot, 'pool');
     assert.equal((await a.exec('echo $WHO $(hostname)', { check: true })).stdout.trim(), `a ${a.id}`);
+    // The member took its id as hostname and loopback name while it waited (prebind), and the
+    // daemon's warm-up command is not among the user's processes.
+    assert.match(await a.files.readText('/etc/hosts'), new RegExp(`^127\\.0\\.1\\.1\\s.*\\b${a.id}\\b`, 'm'));
+    const procs = await a.processes.list();
+    assert.ok(!procs.some((p) => p.tag === 'warren-warm-up'), `the warm-up is not listed: ${JSON.stringify(procs)}`);
     assert.equal((await hello(a)).hits >= 1, true);
     let p = await getPool('web', conn);
     assert.equal(p.hits, 1);

@@ -46,13 +46,15 @@ function serve(): void {
     ping: () => ({ now: Date.now(), busy: processes.busyCount() }),
     configure: async (p) => {
       processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });
-      if (p.hostname && p.hostname !== os.hostname()) await spawner.setHostname(p.hostname);
+      // init sets the hostname while the agent writes /etc/hosts: two processes, no waiting in turn.
+      const named = p.hostname && p.hostname !== os.hostname() ? spawner.setHostname(p.hostname) : undefined;
       try {
         writeLoopbackNames(p.hostname ?? os.hostname());
       } catch (err) {
         // The sandbox works without; only names like localhost stay unresolved.
         process.stderr.write(`warren-agent: cannot write the loopback names into /etc/hosts: ${(err as Error).message}\n`);
       }
+      await named;
       return {};
     },
     exec: async (p, { channel, stream }) => ({ pid: await processes.start(p, channel, stream) }),

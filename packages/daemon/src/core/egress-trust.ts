@@ -14,10 +14,9 @@
  */
 import { CA_BUNDLE_PATH, EGRESS_CA_PATH, WarrenError } from '@warren/protocol';
 import type { GuestClient } from './guest-client.js';
+import { runInGuest } from './guest-run.js';
 
-const CALL_TIMEOUT_MS = 30_000;
 const SCRIPT_TIMEOUT_MS = 20_000;
-const POLL_MS = 20;
 const BEGIN = '# warren egress CA: begin';
 const END = '# warren egress CA: end';
 
@@ -48,23 +47,10 @@ mv "$b.warren-tmp" "$b"
 
 /** Installs the CA certificate inside the sandbox; fails with what the script printed. */
 export async function installEgressCa(client: GuestClient, caPem: string): Promise<void> {
-  const { pid } = await client.request(
-    'exec',
-    { argv: ['/bin/sh', '-c', SCRIPT], user: 'root', cwd: '/', stdin: caPem, timeoutMs: SCRIPT_TIMEOUT_MS, tag: 'warren-egress-ca' },
-    CALL_TIMEOUT_MS,
-  );
-  for (;;) {
-    const out = await client.request('proc.output', { pid }, CALL_TIMEOUT_MS);
-    if (!out.running) {
-      // Not to be listed among the user's processes.
-      await client.request('proc.forget', { pid }, CALL_TIMEOUT_MS);
-      if (out.exitCode !== 0) {
-        throw new WarrenError('internal', `could not install the egress CA in the sandbox (exit ${out.exitCode})`, {
-          cause: (out.stderr || out.stdout).slice(-500),
-        });
-      }
-      return;
-    }
-    await new Promise((r) => setTimeout(r, POLL_MS));
+  const out = await runInGuest(client, { argv: ['/bin/sh', '-c', SCRIPT], user: 'root', cwd: '/', stdin: caPem, timeoutMs: SCRIPT_TIMEOUT_MS, tag: 'warren-egress-ca' });
+  if (out.exitCode !== 0) {
+    throw new WarrenError('internal', `could not install the egress CA in the sandbox (exit ${out.exitCode})`, {
+      cause: (out.stderr || out.stdout).slice(-500),
+    });
   }
 }

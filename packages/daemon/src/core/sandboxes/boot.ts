@@ -15,8 +15,14 @@ import { ImageStore } from '../images.js';
 import { transition } from '../lifecycle.js';
 import { AGENT_READY_TIMEOUT_MS, type ImageSource, type Live, type SandboxContext, type SandboxServiceOptions } from './context.js';
 import type { Channels } from './channels.js';
+import type { GuestClient } from '../guest-client.js';
+import { runInGuest } from '../guest-run.js';
 import { PROXY_ENV, type SandboxEgress } from './egress.js';
 import type { Teardown } from './teardown.js';
+
+/** The warm-up command of a pool member (prebind): a shell, as most first commands are. */
+const WARM_UP_ARGV = ['/bin/sh', '-c', ':'];
+const WARM_UP_TIMEOUT_MS = 10_000;
 
 export class Booter {
   private readonly opts: SandboxServiceOptions;
@@ -105,24 +111,47 @@ export class Booter {
    * agent, so a baked image or a pool member can serve any request.
    */
   async bind(record: SandboxRecord, opts: { fresh?: boolean } = {}): Promise<void> {
-    const runtime = templateRuntime(record.rootfs);
     const client = this.channels.guestOf(record.id);
     // Read again: a PUT during a create may have added credentials since record was made.
     const trust = (this.opts.registry.get(record.id)?.credentials ?? record.credentials ?? []).length > 0;
     // Only a sandbox with credentials pays for a CA; the pooled fast path does nothing here.
     if (trust) await installEgressCa(client, await this.egress.caStore().ensure(record.id));
+    await this.configure(client, record.id, record.rootfs, record.env, record.resources.pids, trust);
+    // A sandbox booted from its template has no forwarders yet: nothing to send without rules.
+    await this.egress.pushForwards(record.id, opts.fresh);
+  }
+
+  /**
+   * A warm-pool member takes its identity while it waits: its id is already the one a claim
+   * gives the sandbox, so the hostname (a round trip to the guest's init) and /etc/hosts are
+   * set now, and the claim's own configure finds them in place and only swaps the request's
+   * env and limits. It also starts one command: the first process a restored sandbox spawns
+   * pays for faulting in its init's and agent's memory (~20-60 ms), better paid before the
+   * claim than by the caller's first exec.
+   */
+  async prebind(id: string, live: Live, template: TemplateInfo, resources: ResolvedResources): Promise<void> {
+    await this.configure(live.client, id, template.rootfs, {}, resources.pids, false);
+    try {
+      const warm = await runInGuest(live.client, { argv: WARM_UP_ARGV, user: 'root', cwd: '/', timeoutMs: WARM_UP_TIMEOUT_MS, tag: 'warren-warm-up' });
+      if (warm.exitCode !== 0) this.opts.log.warn({ sandbox: id, exitCode: warm.exitCode, stderr: warm.stderr.slice(-200) }, 'pool member warm-up command failed');
+    } catch (err) {
+      // A template without /bin/sh still serves: only its first exec stays slower.
+      this.opts.log.warn({ sandbox: id, err: (err as Error).message }, 'pool member warm-up command failed');
+    }
+  }
+
+  private async configure(client: GuestClient, id: string, rootfs: string, env: Record<string, string>, pidsLimit: number, trust: boolean): Promise<void> {
+    const runtime = templateRuntime(rootfs);
     await client.request(
       'configure',
       {
-        env: { ...PROXY_ENV, ...(trust ? TRUST_ENV : {}), ...runtime.env, ...record.env },
-        hostname: record.id,
-        pidsLimit: record.resources.pids,
+        env: { ...PROXY_ENV, ...(trust ? TRUST_ENV : {}), ...runtime.env, ...env },
+        hostname: id,
+        pidsLimit,
         defaultUser: runtime.user,
         defaultCwd: runtime.workdir,
       },
       AGENT_READY_TIMEOUT_MS,
     );
-    // A sandbox booted from its template has no forwarders yet: nothing to send without rules.
-    await this.egress.pushForwards(record.id, opts.fresh);
   }
 }

@@ -131,6 +131,12 @@ export class Creator {
     // the sandboxes that are serving requests, the one just claimed above all.
     const { live } = await this.booter.boot(id, template, this.defaults, undefined, this.opts.poolBackground ?? true);
     this.pooled.set(id, live);
+    try {
+      await this.booter.prebind(id, live, template, this.defaults);
+    } catch (err) {
+      await this.discardPooled({ id, template: template.name, version: template.version, alive: () => false }, 'prebind failed');
+      throw err;
+    }
     return { id, template: template.name, version: template.version, alive: () => !live.client.closed };
   }
 
