@@ -11,10 +11,25 @@
  */
 import { getBake, getPool, Sandbox, setPoolSize, type BootKind } from '@warren/sdk';
 import type { DaemonHandle } from '@warren/tests/harness';
-import { waitFor, type Context } from '../context.js';
+import { execFileSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { sleep, waitFor, type Context } from '../context.js';
 import { RawRunsc, GUEST_NODE } from '../raw.js';
 
 const SUITE = 'create';
+/** After the shell is ready: its making (at a low CPU weight) has ended, the machine is quiet. */
+const SETTLE_MS = 300;
+
+/**
+ * Shells of the daemon's driver (drivers/gvisor/shells.ts) that are made (runsc state
+ * 'created') and not yet filled by a restore.
+ */
+function readyShells(home: string): number {
+  const out = execFileSync('runsc', ['--root', path.join(home, 'runsc'), 'list', '--format=json'], { encoding: 'utf8' });
+  const containers = JSON.parse(out || '[]') as Array<{ id: string; status: string }>;
+  return containers.filter((c) => c.id.startsWith('shell-') && c.status === 'created' && !existsSync(path.join(home, 'shells', c.id, 'sandbox'))).length;
+}
 
 export async function runCreate(ctx: Context): Promise<void> {
   const n = ctx.iters.create;
@@ -101,6 +116,10 @@ export async function runCreate(ctx: Context): Promise<void> {
   );
   await defaultOnce(def, 'baked');
   for (let i = 0; i < n; i++) {
+    // Like the pool hits, each sample starts from the daemon's steady state: a shell (a runsc
+    // container made ahead for restores, in the background) ready for the next restore.
+    await waitFor(async () => readyShells(def.home) > 0, 60_000, 'a runsc shell ready for the next restore');
+    await sleep(SETTLE_MS);
     bakedMiss.push(await defaultOnce(def, 'baked'));
     rawTrue.push(await raw.runToExit(['/bin/true']));
     process.stdout.write('.');
