@@ -47,7 +47,14 @@ mv "$b.warren-tmp" "$b"
 
 /** Installs the CA certificate inside the sandbox; fails with what the script printed. */
 export async function installEgressCa(client: GuestClient, caPem: string): Promise<void> {
-  const out = await runInGuest(client, { argv: ['/bin/sh', '-c', SCRIPT], user: 'root', cwd: '/', stdin: caPem, timeoutMs: SCRIPT_TIMEOUT_MS, tag: 'warren-egress-ca' });
+  const out = await runInGuest(client, {
+    argv: ['/bin/sh', '-c', SCRIPT],
+    user: 'root',
+    cwd: '/',
+    stdin: caPem,
+    timeoutMs: SCRIPT_TIMEOUT_MS,
+    tag: 'warren-egress-ca',
+  });
   if (out.exitCode !== 0) {
     throw new WarrenError('internal', `could not install the egress CA in the sandbox (exit ${out.exitCode})`, {
       cause: (out.stderr || out.stdout).slice(-500),

@@ -133,7 +133,7 @@ export class Booter {
     await this.configure(live.client, id, template.rootfs, {}, resources.pids, false);
     try {
       const warm = await runInGuest(live.client, { argv: WARM_UP_ARGV, user: 'root', cwd: '/', timeoutMs: WARM_UP_TIMEOUT_MS, tag: 'warren-warm-up' });
-      if (warm.exitCode !== 0) this.opts.log.warn({ sandbox: id, exitCode: warm.exitCode, stderr: warm.stderr.slice(-200) }, 'pool member warm-up command failed');
+      if (warm.exitCode !== 0) throw new Error(`exit ${warm.exitCode}: ${warm.stderr.slice(-200)}`);
     } catch (err) {
       // A template without /bin/sh still serves: only its first exec stays slower.
       this.opts.log.warn({ sandbox: id, err: (err as Error).message }, 'pool member warm-up command failed');
