@@ -31,6 +31,18 @@ function readyShells(home: string): number {
   return containers.filter((c) => c.id.startsWith('shell-') && c.status === 'created' && !existsSync(path.join(home, 'shells', c.id, 'sandbox'))).length;
 }
 
+/**
+ * Each default-create sample starts from the daemon's steady state, as a user creating at a
+ * human pace finds it: besides a full pool, a shell made for the next restore (the last
+ * restore's, made in the background at a low CPU weight), then a moment for the machine to go
+ * quiet. Right after the previous sample's kill, its refill and the raw baseline, that work
+ * was still running.
+ */
+async function settled(d: DaemonHandle): Promise<void> {
+  await waitFor(async () => readyShells(d.home) > 0, 60_000, 'a runsc shell ready for the next restore');
+  await sleep(SETTLE_MS);
+}
+
 export async function runCreate(ctx: Context): Promise<void> {
   const n = ctx.iters.create;
   const d = await ctx.getDaemon();
@@ -100,6 +112,7 @@ export async function runCreate(ctx: Context): Promise<void> {
   await defaultOnce(def, 'pool');
   for (let i = 0; i < n; i++) {
     await waitFor(full, 120_000, 'default pool refilled');
+    await settled(def);
     poolHit.push(await defaultOnce(def, 'pool'));
     rawTrue.push(await raw.runToExit(['/bin/true']));
     process.stdout.write('.');
@@ -116,10 +129,7 @@ export async function runCreate(ctx: Context): Promise<void> {
   );
   await defaultOnce(def, 'baked');
   for (let i = 0; i < n; i++) {
-    // Like the pool hits, each sample starts from the daemon's steady state: a shell (a runsc
-    // container made ahead for restores, in the background) ready for the next restore.
-    await waitFor(async () => readyShells(def.home) > 0, 60_000, 'a runsc shell ready for the next restore');
-    await sleep(SETTLE_MS);
+    await settled(def);
     bakedMiss.push(await defaultOnce(def, 'baked'));
     rawTrue.push(await raw.runToExit(['/bin/true']));
     process.stdout.write('.');
