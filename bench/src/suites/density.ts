@@ -164,8 +164,22 @@ async function measureHibernated(ctx: Context, d: DaemonHandle, some: Sandbox[])
   const r = ctx.report;
   r.add({ key: 'dens-hib-time', suite: HIB, label: 'hibernate an idle sandbox (checkpoint + pack)', unit: 'ms', values: times });
   r.add({ key: 'dens-exec-running', suite: HIB, label: 'exec true on the same sandboxes, running', unit: 'ms', values: running, isBaseline: true });
-  r.add({ key: 'dens-resume', suite: HIB, label: 'exec true on a hibernated one (unpack + restore)', unit: 'ms', values: resumes, baseline: 'dens-exec-running' });
-  r.add({ key: 'dens-hib-unpacked', suite: HIB, label: 'its image as runsc wrote it (unpacked)', unit: 'MB', values: unpacked.map((s) => s / 1e6), isBaseline: true });
+  r.add({
+    key: 'dens-resume',
+    suite: HIB,
+    label: 'exec true on a hibernated one (unpack + restore)',
+    unit: 'ms',
+    values: resumes,
+    baseline: 'dens-exec-running',
+  });
+  r.add({
+    key: 'dens-hib-unpacked',
+    suite: HIB,
+    label: 'its image as runsc wrote it (unpacked)',
+    unit: 'MB',
+    values: unpacked.map((s) => s / 1e6),
+    isBaseline: true,
+  });
   r.add({
     key: 'dens-hib-size',
     suite: HIB,

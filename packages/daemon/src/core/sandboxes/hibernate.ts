@@ -72,9 +72,7 @@ export class Hibernation {
       // Packed after 'saved': the image is complete and valid unpacked, so a crash or a
       // failure while packing costs disk, never the sandbox (image-pages.ts).
       const packStarted = Date.now();
-      await this.opts.images
-        .pack(dir)
-        .catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'hibernation image left unpacked'));
+      await this.opts.images.pack(dir).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'hibernation image left unpacked'));
       const packMs = Date.now() - packStarted;
       this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, packMs, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
       return infoOf(this.opts.registry, id);
