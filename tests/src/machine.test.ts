@@ -365,6 +365,41 @@ test('an image left half packed by a kill -9 still resumes, and snapshots of it 
   }
 });
 
+test('kill -9 of the daemon while it packs or unpacks a hibernation image loses nothing', T, async () => {
+  // 100 MB of random memory: packing and unpacking it take long enough to be cut.
+  const HOLD =
+    'import sys, os, hashlib\nb = os.urandom(100 * 1024 * 1024)\nprint(hashlib.sha256(b).hexdigest(), "ready", flush=True)\n' +
+    'for line in sys.stdin:\n    print(hashlib.sha256(b).hexdigest(), line.strip(), flush=True)\n';
+  const sbx = await d!.create();
+  const holder = await sbx.exec(['python3', '-u', '-c', HOLD], { background: true, keepStdinOpen: true });
+  const hash = await eventually(async () => /^(\w+) ready$/m.exec((await holder.output()).stdout)?.[1], 60_000, 'python to hold its 100 MB');
+  const image = imageDir(sbx.id);
+  const restores = path.join(d!.home, 'images', 'restores');
+  const unpacking = () => (existsSync(restores) ? readdirSync(restores).some((r) => existsSync(path.join(restores, r, 'image', 'pages.img'))) : false);
+
+  // Cut while zstd writes pages.img.zst.tmp.
+  void sbx.hibernate().catch(() => undefined);
+  await eventually(() => existsSync(path.join(image, 'pages.img.zst.tmp')), 60_000, 'packing to begin', 5);
+  await d!.crash();
+  d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+  const again = await Sandbox.connect(sbx.id, d.conn);
+  assert.equal(again.info.state, 'hibernated', 'cut while packing: still hibernated');
+  assert.equal(await pythonSays(again, holder.pid, 'after-pack-cut'), hash, 'cut while packing: memory intact');
+
+  // Cut while a resume unpacks the (now packed) image into its scratch copy.
+  await again.hibernate();
+  assert.ok(existsSync(path.join(image, 'pages.img.zst')));
+  void again.exec('true').catch(() => undefined);
+  await eventually(unpacking, 60_000, 'unpacking to begin', 5);
+  await d.crash();
+  d = await startDaemon({ home: d.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+  assert.deepEqual(existsSync(restores) ? readdirSync(restores) : [], [], 'scratch copies are cleared at start');
+  const third = await Sandbox.connect(sbx.id, d.conn);
+  assert.ok(third.info.state === 'hibernated' || third.info.state === 'running', `cut while unpacking: ${third.info.state}`);
+  assert.equal(await pythonSays(third, holder.pid, 'after-unpack-cut'), hash, 'cut while unpacking: memory intact');
+  await third.kill();
+});
+
 test('hibernate is refused while a call streams; auto-hibernate waits for idleness, not for commands', T, async () => {
   const busy = await d!.create({ idleSeconds: 2 });
   const idle = await d!.create({ idleSeconds: 2 });
