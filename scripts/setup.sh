@@ -22,7 +22,7 @@ need_pkgs=()
 command -v runsc >/dev/null && runsc --version | grep -q 2024 || need_pkgs+=(runsc)
 # gcc and libc6-dev build warren-init, the small static init that starts commands in sandboxes.
 # python3 runs the Python SDK (packages/python).
-for p in debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3; do
+for p in debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -32,7 +32,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # runsc must come from bookworm-backports: bookworm's own build is an old ptrace-only one.
   apt-get install -y -qq -t bookworm-backports runsc >/dev/null
-  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 >/dev/null
+  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd >/dev/null
 fi
 log "runsc: $(runsc --version | head -1)"
 

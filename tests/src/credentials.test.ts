@@ -277,10 +277,14 @@ function secretPattern(): string {
   return `${SECRET.slice(0, cut)}[${SECRET[cut]}G]${SECRET.slice(cut + 1)}`;
 }
 
-/** For each needle, the files under root that contain it (read in chunks, overlaps kept). */
+/**
+ * For each needle, the files under root that contain it (read in chunks, overlaps kept). A
+ * zstd-packed file (a hibernated image's memory, docs/snapshots.md) is searched unpacked.
+ */
 function searchTree(root: string, needles: Buffer[]): Map<string, string[]> {
   const found = new Map(needles.map((n) => [n.toString(), [] as string[]]));
   const longest = Math.max(...needles.map((n) => n.length));
+  const scratch = mkdtempSync(path.join(root, '..', 'search-'));
   const walk = (p: string) => {
     const st = statSync(p);
     if (st.isDirectory()) {
@@ -288,7 +292,12 @@ function searchTree(root: string, needles: Buffer[]): Map<string, string[]> {
       return;
     }
     if (!st.isFile()) return;
-    const fd = openSync(p, 'r');
+    let read = p;
+    if (p.endsWith('.zst')) {
+      read = path.join(scratch, 'unpacked');
+      execFileSync('zstd', ['-d', '-q', '-f', '-o', read, p]);
+    }
+    const fd = openSync(read, 'r');
     try {
       const chunk = Buffer.alloc(8 * 1024 * 1024);
       let carry = Buffer.alloc(0);
@@ -308,6 +317,10 @@ function searchTree(root: string, needles: Buffer[]): Map<string, string[]> {
       closeSync(fd);
     }
   };
-  walk(root);
+  try {
+    walk(root);
+  } finally {
+    rmSync(scratch, { recursive: true, force: true });
+  }
   return found;
 }

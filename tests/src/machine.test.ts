@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { createHash, randomBytes } from 'node:crypto';
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { existsSync, mkdtempSync, readdirSync, rmSync, truncateSync } from 'node:fs';
+import { existsSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, truncateSync, unlinkSync, writeFileSync, writeSync, closeSync } from 'node:fs';
 import path from 'node:path';
 import { getUsage, Sandbox, Snapshots, Template, type WarrenError, type ProcessHandle } from '@warren/sdk';
 import { REPO, eventually, runscContainers, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
@@ -32,7 +32,7 @@ after(async () => {
 
 function leftImages(home: string): string[] {
   const out: string[] = [];
-  for (const kind of ['hibernated', 'forks']) {
+  for (const kind of ['hibernated', 'forks', 'restores']) {
     const dir = path.join(home, 'images', kind);
     if (existsSync(dir)) out.push(...readdirSync(dir).map((n) => `${kind}/${n}`));
   }
@@ -79,6 +79,15 @@ function sha256(data: Buffer | string): string {
   return createHash('sha256').update(data).digest('hex');
 }
 
+/** The runsc image directory of a hibernated sandbox. */
+function imageDir(id: string, home = d!.home): string {
+  return path.join(home, 'images', 'hibernated', id, 'image');
+}
+
+function duBytes(p: string): number {
+  return Number(execFileSync('du', ['-s', '--block-size=1', p], { encoding: 'utf8' }).split('\t')[0]);
+}
+
 function containerOf(id: string): boolean {
   return runscContainers(d!.home).includes(id);
 }
@@ -95,7 +104,14 @@ test('hibernate frees the host and resume continues memory, processes and files'
     assert.equal(containerOf(sbx.id), false, 'a hibernated sandbox holds no runsc container');
     const asleep = await sbx.refresh();
     assert.equal(asleep.state, 'hibernated');
-    assert.ok((await Sandbox.connect(sbx.id, d!.conn)).info.diskBytes! > 1_000_000, 'info shows the image size');
+    // The memory file is kept packed, and the size shown is what the disk really holds.
+    const image = imageDir(sbx.id);
+    assert.deepEqual(readdirSync(image).sort(), ['checkpoint.img', 'pages.img.zst', 'pages_meta.img']);
+    const diskBytes = (await Sandbox.connect(sbx.id, d!.conn)).info.diskBytes!;
+    assert.ok(diskBytes > 1_000_000, `info shows the image size: ${diskBytes}`);
+    // du counts the two directories' blocks too; diskBytes counts the files.
+    const du = duBytes(path.dirname(image));
+    assert.ok(Math.abs(du - diskBytes) <= 2 * 4096, `diskBytes ${diskBytes} is the allocated size of the image (du ${du})`);
     assert.equal((await sbx.hibernate()).state, 'hibernated', 'hibernating twice is a no-op');
 
     // Any call resumes it transparently.
@@ -286,6 +302,102 @@ test('a disk too small for the image, or an image that cannot be restored, harms
   } finally {
     await sbx.kill();
   }
+});
+
+test('a damaged packed hibernation image: the sandbox is reported dead with the reason, nothing is left', T, async () => {
+  const truncated = await d!.create();
+  const corrupt = await d!.create();
+  const survivor = await d!.create();
+  try {
+    for (const s of [truncated, corrupt, survivor]) await s.hibernate();
+    const packed = (s: Sandbox) => path.join(imageDir(s.id), 'pages.img.zst');
+    truncateSync(packed(truncated), Math.floor(readFileSync(packed(truncated)).length / 2));
+    // Bytes changed in the middle: zstd's checksum catches what the frame format does not.
+    const fd = openSync(packed(corrupt), 'r+');
+    writeSync(fd, randomBytes(64), 0, 64, Math.floor(readFileSync(packed(corrupt)).length / 2));
+    closeSync(fd);
+    for (const s of [truncated, corrupt]) {
+      await assert.rejects(s.exec('true'), (e: WarrenError) => e.status === 404 && /hibernation image is damaged/.test(e.message), `${s.id} resumed`);
+      const info = await s.refresh();
+      assert.equal(info.state, 'dead');
+      assert.match(info.error ?? '', /hibernation image is damaged/);
+      assert.equal(containerOf(s.id), false);
+      assert.equal(existsSync(path.dirname(imageDir(s.id))), false, 'a dead sandbox keeps no image');
+    }
+    // The others are unharmed.
+    assert.equal((await survivor.exec('echo ok', { check: true })).stdout, 'ok\n');
+  } finally {
+    await Promise.all([truncated, corrupt, survivor].map((s) => s.kill().catch(() => undefined)));
+  }
+});
+
+test('an image left half packed by a kill -9 still resumes, and snapshots of it restore', T, async () => {
+  const sbx = await d!.create();
+  await sbx.exec('echo kept > kept.txt', { check: true });
+  await sbx.hibernate();
+  // What a daemon killed while packing leaves: the unpacked file and a partial .zst.tmp (the
+  // .zst itself appears only complete and synced, by rename).
+  await d!.crash();
+  const image = imageDir(sbx.id);
+  execFileSync('zstd', ['-d', '-q', '-f', '-o', path.join(image, 'pages.img'), path.join(image, 'pages.img.zst')]);
+  writeFileSync(path.join(image, 'pages.img.zst.tmp'), readFileSync(path.join(image, 'pages.img.zst')).subarray(0, 1000));
+  unlinkSync(path.join(image, 'pages.img.zst'));
+  d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+  const again = await Sandbox.connect(sbx.id, d.conn);
+  assert.equal(again.info.state, 'hibernated');
+  const snap = await again.snapshot();
+  const restored = await d.create({ snapshot: snap.id });
+  try {
+    assert.equal(await restored.files.readText('kept.txt'), 'kept\n', 'a snapshot of the half-packed image restores');
+    assert.equal(await again.files.readText('kept.txt'), 'kept\n', 'the half-packed image resumes');
+    // Packed again at the next hibernate, from a clean slate.
+    await again.hibernate();
+    assert.deepEqual(readdirSync(imageDir(sbx.id)).sort(), ['checkpoint.img', 'pages.img.zst', 'pages_meta.img']);
+    const fromPacked = await again.snapshot();
+    const second = await d.create({ snapshot: fromPacked.id });
+    assert.equal(await second.files.readText('kept.txt'), 'kept\n', 'a snapshot of a packed image restores');
+    await second.kill();
+    await Snapshots.delete(fromPacked.id, d.conn);
+  } finally {
+    await restored.kill();
+    await again.kill();
+    await Snapshots.delete(snap.id, d.conn);
+  }
+});
+
+test('kill -9 of the daemon while it packs or unpacks a hibernation image loses nothing', T, async () => {
+  // 100 MB of random memory: packing and unpacking it take long enough to be cut.
+  const HOLD =
+    'import sys, os, hashlib\nb = os.urandom(100 * 1024 * 1024)\nprint(hashlib.sha256(b).hexdigest(), "ready", flush=True)\n' +
+    'for line in sys.stdin:\n    print(hashlib.sha256(b).hexdigest(), line.strip(), flush=True)\n';
+  const sbx = await d!.create();
+  const holder = await sbx.exec(['python3', '-u', '-c', HOLD], { background: true, keepStdinOpen: true });
+  const hash = await eventually(async () => /^(\w+) ready$/m.exec((await holder.output()).stdout)?.[1], 60_000, 'python to hold its 100 MB');
+  const image = imageDir(sbx.id);
+  const restores = path.join(d!.home, 'images', 'restores');
+  const unpacking = () => (existsSync(restores) ? readdirSync(restores).some((r) => existsSync(path.join(restores, r, 'image', 'pages.img'))) : false);
+
+  // Cut while zstd writes pages.img.zst.tmp.
+  void sbx.hibernate().catch(() => undefined);
+  await eventually(() => existsSync(path.join(image, 'pages.img.zst.tmp')), 60_000, 'packing to begin', 5);
+  await d!.crash();
+  d = await startDaemon({ home: d!.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+  const again = await Sandbox.connect(sbx.id, d.conn);
+  assert.equal(again.info.state, 'hibernated', 'cut while packing: still hibernated');
+  assert.equal(await pythonSays(again, holder.pid, 'after-pack-cut'), hash, 'cut while packing: memory intact');
+
+  // Cut while a resume unpacks the (now packed) image into its scratch copy.
+  await again.hibernate();
+  assert.ok(existsSync(path.join(image, 'pages.img.zst')));
+  void again.exec('true').catch(() => undefined);
+  await eventually(unpacking, 60_000, 'unpacking to begin', 5);
+  await d.crash();
+  d = await startDaemon({ home: d.home, env: { WARREN_MAX_FORK: String(MAX_FORK) } });
+  assert.deepEqual(existsSync(restores) ? readdirSync(restores) : [], [], 'scratch copies are cleared at start');
+  const third = await Sandbox.connect(sbx.id, d.conn);
+  assert.ok(third.info.state === 'hibernated' || third.info.state === 'running', `cut while unpacking: ${third.info.state}`);
+  assert.equal(await pythonSays(third, holder.pid, 'after-unpack-cut'), hash, 'cut while unpacking: memory intact');
+  await third.kill();
 });
 
 test('hibernate is refused while a call streams; auto-hibernate waits for idleness, not for commands', T, async () => {

@@ -11,7 +11,10 @@
  * same calls with one sandbox up (same run, same daemon) and a host spawn of /bin/true.
  *
  * Hibernated: a few of the idle sandboxes are hibernated; the image's allocated size (`du`)
- * against the free disk of the images' filesystem says how many the disk holds. Then the
+ * against the free disk of the images' filesystem says how many the disk holds. The image's
+ * memory file is kept zstd-packed (core/image-pages.ts): its unpacked size (what runsc wrote,
+ * and what a restore reads) is reported beside it, and each is then resumed by `exec true`,
+ * against `exec true` on it running (same sandbox, same run). Then the
  * registry: a second daemon home is seeded through the daemon's own Registry module with
  * `--n records=10000` hibernated records (tiny placeholder images: recovery treats a
  * hibernated record without a complete image as lost, so an absent image is not realistic),
@@ -19,7 +22,7 @@
  * an empty home in the same run. Its records are checked to survive recovery and the reaper.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, rmSync, statfsSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statfsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { ImageStore, layout, Registry, type SandboxRecord } from '@warren/daemon';
 import type { SandboxInfo, SandboxList } from '@warren/protocol';
@@ -41,8 +44,8 @@ const CPU_WINDOW_MS = 20_000;
 const CREATE_CONCURRENCY = 3;
 /** Calls per latency row. */
 const CALLS = 200;
-/** Sandboxes hibernated to measure a real image. */
-const HIBERNATE_SAMPLES = 3;
+/** Sandboxes hibernated to measure a real image (p50 over at least 5). */
+const HIBERNATE_SAMPLES = 5;
 /** Clock ticks per second of /proc/PID/stat times. */
 const CLK_TCK = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
@@ -137,26 +140,75 @@ async function runRunning(ctx: Context): Promise<void> {
 async function measureHibernated(ctx: Context, d: DaemonHandle, some: Sandbox[]): Promise<void> {
   const images = path.join(d.home, 'images', 'hibernated');
   const sizes: number[] = [];
+  const unpacked: number[] = [];
   const times: number[] = [];
+  const resumes: number[] = [];
+  const running: number[] = [];
   for (const sbx of some) {
+    running.push(...(await timeCalls(5, () => execTrue(sbx))));
     const t = performance.now();
     await sbx.hibernate();
     times.push(performance.now() - t);
+    const dir = path.join(images, sbx.id);
     // Allocated bytes, as du counts them: what the disk really loses per image.
-    sizes.push(Number(execFileSync('du', ['-s', '--block-size=1', path.join(images, sbx.id)], { encoding: 'utf8' }).split('\t')[0]));
+    sizes.push(Number(execFileSync('du', ['-s', '--block-size=1', dir], { encoding: 'utf8' }).split('\t')[0]));
+    unpacked.push(unpackedBytes(path.join(dir, 'image')));
+    const r0 = performance.now();
+    await execTrue(sbx);
+    resumes.push(performance.now() - r0);
   }
   if (!sizes.length) return;
   const fs = statfsSync(images);
   const free = fs.bavail * fs.bsize;
   const mean = sizes.reduce((a, b) => a + b, 0) / sizes.length;
   const r = ctx.report;
-  r.add({ key: 'dens-hib-time', suite: HIB, label: 'hibernate an idle sandbox', unit: 'ms', values: times });
-  r.add({ key: 'dens-hib-size', suite: HIB, label: 'hibernated image of an idle sandbox (du)', unit: 'MB', values: sizes.map((s) => s / 1e6) });
+  r.add({ key: 'dens-hib-time', suite: HIB, label: 'hibernate an idle sandbox (checkpoint + pack)', unit: 'ms', values: times });
+  r.add({ key: 'dens-exec-running', suite: HIB, label: 'exec true on the same sandboxes, running', unit: 'ms', values: running, isBaseline: true });
+  r.add({
+    key: 'dens-resume',
+    suite: HIB,
+    label: 'exec true on a hibernated one (unpack + restore)',
+    unit: 'ms',
+    values: resumes,
+    baseline: 'dens-exec-running',
+  });
+  r.add({
+    key: 'dens-hib-unpacked',
+    suite: HIB,
+    label: 'its image as runsc wrote it (unpacked)',
+    unit: 'MB',
+    values: unpacked.map((s) => s / 1e6),
+    isBaseline: true,
+  });
+  r.add({
+    key: 'dens-hib-size',
+    suite: HIB,
+    label: 'hibernated image of an idle sandbox on disk (du)',
+    unit: 'MB',
+    values: sizes.map((s) => s / 1e6),
+    baseline: 'dens-hib-unpacked',
+  });
   r.note(
-    `density: an idle sandbox's hibernated image takes ${fmt(mean / 1e6)} MB; ${fmt(free / GiB)} GiB free on the images' filesystem ` +
-      `holds about ${Math.floor(free / mean)} of them (before other files grow)`,
+    `density: an idle sandbox's hibernated image takes ${fmt(mean / 1e6)} MB on disk; ${fmt(free / GiB)} GiB free on the images' filesystem ` +
+      `holds about ${Math.floor(free / mean)} of them (free / size, before other files grow)`,
   );
   r.target('disk holds 10,000 hibernated idle sandboxes', free / mean >= 10_000, `${Math.floor(free / mean)} fit in ${fmt(free / GiB)} GiB free`);
+}
+
+/** Bytes of an image as runsc wrote it: its files, with a packed memory file at its unpacked size. */
+function unpackedBytes(image: string): number {
+  let total = 0;
+  for (const name of readdirSync(image)) {
+    const file = path.join(image, name);
+    if (name.endsWith('.zst')) {
+      // zstd records the content size in the frame header: `zstd -l -v` prints it.
+      const out = execFileSync('zstd', ['-l', '-v', file], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+      const m = /Decompressed Size:.*\((\d+) B\)/.exec(out);
+      if (!m) throw new Error(`zstd -l gave no decompressed size for ${file}: ${out}`);
+      total += Number(m[1]);
+    } else total += statSync(file).size;
+  }
+  return total;
 }
 
 /**

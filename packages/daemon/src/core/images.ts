@@ -4,6 +4,7 @@
  *   hibernated/<sandbox id>/   the image of a hibernated sandbox (gone when it resumes)
  *   snapshots/<snapshot id>/   a snapshot's image (until the snapshot is deleted)
  *   forks/<random>/            the parent's image during a fork (removed when it ends)
+ *   restores/<random>/         a packed image unpacked for one restore (image-pages.ts)
  *
  * An image directory counts only once it holds COMPLETE, written after runsc finished:
  * a daemon killed mid-checkpoint leaves a directory without it, which recovery discards.
@@ -12,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { link, lstat, mkdir, readdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
+import { packPages, unpackImage, type UnpackedImage } from './image-pages.js';
 
 const COMPLETE = 'COMPLETE';
 const RELAYED = 'RELAYED';
@@ -66,6 +68,22 @@ export class ImageStore {
     return existsSync(path.join(path.dirname(imagePath), RELAYED));
   }
 
+  /**
+   * Packs the memory file of the complete image in dir (image-pages.ts): for images kept on
+   * disk for long. The image is valid at every step; a failure leaves it unpacked.
+   */
+  async pack(dir: string): Promise<void> {
+    await packPages(ImageStore.imagePath(dir));
+  }
+
+  /** The image at imagePath as runsc restores it; release() once the restore has returned. */
+  async unpack(imagePath: string): Promise<UnpackedImage> {
+    const unpacked = await unpackImage(imagePath, path.join(this.root, 'restores'));
+    // The scratch copy must say what the image says: a restore of it needs a relay too.
+    if (unpacked.path !== imagePath && ImageStore.isRelayed(imagePath)) await this.markRelayed(path.dirname(unpacked.path));
+    return unpacked;
+  }
+
   async remove(dir: string): Promise<void> {
     await rm(dir, { recursive: true, force: true });
   }
@@ -97,9 +115,10 @@ export class ImageStore {
     return (await readdir(path.join(this.root, kind)).catch(() => [] as string[])).filter((n) => !n.endsWith('.tmp'));
   }
 
-  /** Fork images and half-copied directories of a daemon that died mid-operation. */
+  /** Fork images, unpacked images and half-copied directories of a daemon that died mid-operation. */
   async clearStale(): Promise<void> {
     await rm(path.join(this.root, 'forks'), { recursive: true, force: true });
+    await rm(path.join(this.root, 'restores'), { recursive: true, force: true });
     for (const kind of ['hibernated', 'snapshots']) {
       for (const name of await readdir(path.join(this.root, kind)).catch(() => [] as string[])) {
         if (name.endsWith('.tmp')) await rm(path.join(this.root, kind, name), { recursive: true, force: true });
@@ -111,6 +130,8 @@ export class ImageStore {
 async function linkTree(from: string, to: string): Promise<void> {
   await mkdir(to, { recursive: true, mode: 0o700 });
   for (const entry of await readdir(from, { withFileTypes: true })) {
+    // A .tmp is a packing cut short by a crash (image-pages.ts), not part of the image.
+    if (entry.name.endsWith('.tmp')) continue;
     const src = path.join(from, entry.name);
     const dst = path.join(to, entry.name);
     if (entry.isDirectory()) await linkTree(src, dst);

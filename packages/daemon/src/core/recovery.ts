@@ -6,7 +6,10 @@
  *
  * A hibernate cut short ends as whichever side it reached: hibernated if its image is
  * complete, running if the sandbox still runs, dead (with the reason) otherwise. A resume
- * cut short leaves the sandbox hibernated (its image is removed only after it ran).
+ * cut short leaves the sandbox hibernated (its image is removed only after it ran). A
+ * packing of the image's memory file cut short needs nothing here: every state it leaves is
+ * a valid image (core/image-pages.ts), and the scratch copies of a resume cut short go with
+ * ImageStore.clearStale at start.
  */
 import { readdir } from 'node:fs/promises';
 import type { Logger } from 'pino';

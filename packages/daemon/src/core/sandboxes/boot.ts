@@ -53,7 +53,15 @@ export class Booter {
     const relayed = image !== undefined && ImageStore.isRelayed(image);
     let streams: GuestStreams;
     try {
-      streams = image ? await this.opts.driver.restore(spec, image) : await this.opts.driver.start(spec);
+      if (image) {
+        // A packed image (a hibernated sandbox's) is unpacked into a scratch copy for runsc.
+        const unpacked = await this.opts.images.unpack(image);
+        try {
+          streams = await this.opts.driver.restore(spec, unpacked.path);
+        } finally {
+          await unpacked.release();
+        }
+      } else streams = await this.opts.driver.start(spec);
       if (relayed) streams = await this.channels.relayTo(id, streams);
     } catch (err) {
       await this.opts.driver.destroy(id);

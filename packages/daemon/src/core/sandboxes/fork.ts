@@ -3,6 +3,7 @@
  * from one image of it. All or nothing.
  */
 import { DEFAULT_MAX_FORK_COUNT, WarrenError, type ForkRequest, type ForkResult, type SandboxInfo } from '@warren/protocol';
+import type { UnpackedImage } from '../image-pages.js';
 import { ImageStore } from '../images.js';
 import { admitResources } from '../admission.js';
 import type { SandboxContext, SandboxServiceOptions } from './context.js';
@@ -53,14 +54,19 @@ export class Forker {
       let parentPausedMs = 0;
       let channelHeldMs = 0;
       let temporary: string | undefined;
+      let unpacked: UnpackedImage | undefined;
       try {
         if (parent.state !== 'hibernated') {
           temporary = dir = await this.opts.images.forkDir();
           ({ checkpointMs: parentPausedMs, heldMs: channelHeldMs } = await this.saver.save(id, dir, true));
         }
+        // A hibernated parent's image is packed: unpacked once here, not once per child. Fork
+        // images themselves stay unpacked (they live for one fork, and packing costs time).
+        unpacked = await this.opts.images.unpack(ImageStore.imagePath(dir));
+        const image = unpacked.path;
         const children = await settleLimited(FORK_RESTORE_CONCURRENCY, req.count, () =>
           this.creator.createFromImage(recordFromImage(parent, { ...req, idleSeconds: req.idleSeconds ?? parent.idleSeconds }, 'fork', id), {
-            image: ImageStore.imagePath(dir),
+            image,
             kind: 'fork',
           }),
         );
@@ -79,6 +85,7 @@ export class Forker {
         this.opts.log.info({ sandbox: id, children: made.map((c) => c.id), parentPausedMs, channelHeldMs, totalMs }, 'sandbox forked');
         return { sandboxes: made, parentPausedMs, channelHeldMs, totalMs };
       } finally {
+        await unpacked?.release();
         if (temporary) await this.opts.images.remove(temporary);
       }
     });

@@ -3,6 +3,7 @@
  * no RAM, and comes back from that image as it was.
  */
 import { WarrenError, type SandboxInfo } from '@warren/protocol';
+import { DamagedImageError } from '../image-pages.js';
 import { ImageStore } from '../images.js';
 import { transition } from '../lifecycle.js';
 import type { Live, SandboxContext, SandboxServiceOptions } from './context.js';
@@ -68,7 +69,12 @@ export class Hibernation {
       // Only now is it true that the sandbox holds nothing on the host. A crash before this
       // line is finished by recovery: a complete image makes it hibernated.
       transition(this.opts.registry, id, 'saved');
-      this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
+      // Packed after 'saved': the image is complete and valid unpacked, so a crash or a
+      // failure while packing costs disk, never the sandbox (image-pages.ts).
+      const packStarted = Date.now();
+      await this.opts.images.pack(dir).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'hibernation image left unpacked'));
+      const packMs = Date.now() - packStarted;
+      this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, packMs, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
       return infoOf(this.opts.registry, id);
     });
   }
@@ -89,6 +95,11 @@ export class Hibernation {
       try {
         booted = await this.booter.boot(id, pinnedTemplate(r), r.resources, { image: ImageStore.imagePath(dir), kind: r.boot });
       } catch (err) {
+        if (err instanceof DamagedImageError) {
+          // No later call can do better: the sandbox's state is gone, and it says why.
+          await this.ending.markDead(id, `its hibernation image is damaged: ${err.why}`);
+          throw new WarrenError('not_found', `sandbox ${id} is dead (its hibernation image is damaged: ${err.why}); create a new one`);
+        }
         // The image is untouched: the sandbox stays hibernated and a later call tries again.
         throw new WarrenError('unavailable', `could not resume sandbox ${id} (it stays hibernated): ${(err as Error).message}`);
       }
