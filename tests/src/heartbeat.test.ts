@@ -22,10 +22,9 @@ test('an agent that stops answering after the sandbox went quiet is found, and t
   // Stops the agent 45 s from now, from a process the agent does not track (its own session,
   // no pipes to the agent), so no command counts as running: the sandbox goes quiet and its
   // pings back off before the agent hangs. A hostile root inside can do exactly this.
-  const arm = await sbx.exec(
-    ['bash', '-c', "setsid bash -c 'sleep 45; kill -STOP $(pgrep -f \"agent.cjs serve\")' </dev/null >/dev/null 2>&1 &"],
-    { user: 'root' },
-  );
+  const arm = await sbx.exec(['bash', '-c', 'setsid bash -c \'sleep 45; kill -STOP $(pgrep -f "agent.cjs serve")\' </dev/null >/dev/null 2>&1 &'], {
+    user: 'root',
+  });
   assert.equal(arm.exitCode, 0, arm.stderr);
   // Reading the record is no activity (only calls into the sandbox are): polling keeps it quiet.
   const info = await eventually(

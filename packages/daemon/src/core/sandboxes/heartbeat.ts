@@ -137,10 +137,7 @@ export class Heartbeat {
     if (r?.state !== 'running') return false;
     const used = await this.opts.driver.diskUsage(id);
     if (used <= r.resources.diskMB * 1024 * 1024) return false;
-    await this.ending.markDead(
-      id,
-      `the sandbox was stopped: disk limit exceeded (it wrote ${Math.round(used / 1048576)} MB, limit ${r.resources.diskMB} MB)`,
-    );
+    await this.ending.markDead(id, `the sandbox was stopped: disk limit exceeded (it wrote ${Math.round(used / 1048576)} MB, limit ${r.resources.diskMB} MB)`);
     return true;
   }
 }
