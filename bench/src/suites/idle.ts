@@ -4,7 +4,10 @@
  * same-run baselines), idle warren sandboxes, shells (runsc containers created ahead for
  * restores) and warm-pool members. All are measured over the same window, from utime+stime
  * of their host processes (/proc/PID/stat, all threads), in 10 s slices: a row's samples are
- * every member's every slice. Target: ≤ 0.2% of a core each (docs/runsc.md).
+ * every member's every slice. Target: ≤ 0.2% of a core each (docs/runsc.md). The daemon's
+ * own CPU over the same slices, divided by the sandboxes and pool members it watches, is
+ * what its heartbeat costs per sandbox (docs/sandboxes.md, "Heartbeat"): the suite makes no
+ * calls during the window.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -114,6 +117,9 @@ export async function runIdle(ctx: Context): Promise<void> {
   // Every member over the same slices, so machine load hits all rows alike.
   const pidsOf = new Map(members.map((m) => [m, sandboxPids(m.container)]));
   const samples = new Map<string, number[]>();
+  const watched = members.filter((m) => m.group === 'sandbox' || m.group === 'pool').length;
+  const daemonSamples: number[] = [];
+  let daemonBefore = ticks([d.pid]);
   let before = new Map(members.map((m) => [m, ticks(pidsOf.get(m)!)]));
   for (let s = 0; s < Math.round(windowS / SLICE_S); s++) {
     const t0 = performance.now();
@@ -124,6 +130,9 @@ export async function runIdle(ctx: Context): Promise<void> {
       const percent = ((after.get(m)! - before.get(m)!) / TICKS_PER_S / seconds) * 100;
       samples.set(m.group, [...(samples.get(m.group) ?? []), percent]);
     }
+    const daemonAfter = ticks([d.pid]);
+    daemonSamples.push(((daemonAfter - daemonBefore) / TICKS_PER_S / seconds) * 100);
+    daemonBefore = daemonAfter;
     before = after;
   }
   await resetPool();
@@ -149,6 +158,22 @@ export async function runIdle(ctx: Context): Promise<void> {
   add('sandbox', 'idle warren sandbox', 'raw-packaged');
   add('shell', 'shell (runsc create, not yet used)', 'raw-packaged');
   add('pool', 'warm-pool member (base)', 'raw-packaged');
+  r.add({
+    key: 'idle-daemon',
+    suite: SUITE,
+    label: `warren daemon, whole process (watching ${watched})`,
+    unit: '% core',
+    values: daemonSamples,
+    isBaseline: true,
+  });
+  r.add({
+    key: 'idle-daemon-per-sandbox',
+    suite: SUITE,
+    label: 'warren daemon ÷ sandboxes and pool members watched (upper bound: includes its fixed cost)',
+    unit: '% core',
+    values: daemonSamples.map((v) => v / Math.max(1, watched)),
+    baseline: 'idle-daemon',
+  });
   r.note(
     `idle: ${windowS} s window in ${SLICE_S} s slices; daemon runsc ${health.runsc.kind} ${daemonRunsc} (${health.runsc.version}); CPU time of other helpers' work does not count, but a loaded machine delays wake-ups`,
   );
