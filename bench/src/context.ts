@@ -25,6 +25,7 @@ export const SUITES = [
   'python',
   'idle',
   'workload',
+  'syscalls',
   'density',
   'cli',
 ] as const;
@@ -68,6 +69,8 @@ export const DEFAULT_ITERS = {
   idle: 30,
   /** Rounds of the workload suite: every agent command once on the host and once in a sandbox. */
   workload: 3,
+  /** Rounds of the syscalls suite: bench/scripts/syscalls.py once on the host and once in a sandbox. */
+  syscalls: 5,
   /** `warren ls` runs (bundled and module tree), each beside a `node -e 0`. */
   cli: 30,
   /** Idle sandboxes started at once (density suite); it stops early at a failed create or under 2 GiB MemAvailable. */

@@ -12,6 +12,7 @@
  *   node bench/dist/run.js mcp --n mcp=200                  # an MCP tool call (stdio, HTTP) vs Toolset.call
  *   node bench/dist/run.js idle --n idle=60                 # idle CPU of sandboxes, shells, pool members vs raw runsc
  *   node bench/dist/run.js workload --n workload=3          # agent commands (git, grep, tsc, npm ci, pip...) host vs sandbox
+ *   node bench/dist/run.js syscalls --n syscalls=5          # per-call cost of getppid, lstat, open+close: host vs sandbox
  *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
  *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
@@ -40,6 +41,7 @@ import { runPython } from './suites/python.js';
 import { runMcp } from './suites/mcp.js';
 import { runIdle } from './suites/idle.js';
 import { runWorkload } from './suites/workload.js';
+import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
 
@@ -58,6 +60,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   mcp: runMcp,
   idle: runIdle,
   workload: runWorkload,
+  syscalls: runSyscalls,
   cli: runCli,
   density: runDensity,
 };
@@ -76,6 +79,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   mcp: ['mcp'],
   idle: ['idle'],
   workload: ['workload (host vs sandbox)'],
+  syscalls: ['syscalls (host vs sandbox)'],
   cli: ['cli'],
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
 };
