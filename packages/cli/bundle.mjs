@@ -1,23 +1,33 @@
 // Bundles the CLI for bin/warren: one file per load path instead of ~150 modules, which each
-// cost a resolve, a read and a compile at every start (docs/cli.md, "Start-up"). Commands
-// that need the daemon or MCP packages import them on use; those stay outside the bundle and
-// resolve from node_modules as usual, and so do code-split chunks loaded on demand (doctor).
+// cost a resolve, a read and a compile at every start (docs/cli.md, "Start-up"). CommonJS, not
+// ESM: an ESM entry makes node set up its ESM loader (resolve, translate, module jobs), about
+// 10 ms of a one-shot command measured on the 2-core machine; CommonJS loads through the
+// loader node has already started. Commands that need the daemon or MCP packages import them
+// on use; those stay outside the bundle and resolve from node_modules as usual, and so does
+// doctor (dist/doctor.js, the module tree beside the bundle): an import() bundled into
+// CommonJS would wrap its modules in lazy initialisers, which esbuild cannot tree-shake, and
+// zod (about 800 KB) would come back into the file every command loads.
 import { build } from 'esbuild';
 import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 const here = fileURLToPath(new URL('.', import.meta.url));
 rmSync(`${here}dist/bundle`, { recursive: true, force: true });
+const onUse = {
+  name: 'doctor-on-use',
+  setup(b) {
+    // dist/main.js's './doctor.js' seen from dist/bundle/main.cjs.
+    b.onResolve({ filter: /^\.\/doctor\.js$/ }, () => ({ path: '../doctor.js', external: true }));
+  },
+};
 await build({
   entryPoints: [`${here}dist/main.js`],
-  outdir: `${here}dist/bundle`,
+  outfile: `${here}dist/bundle/main.cjs`,
   bundle: true,
-  splitting: true,
   platform: 'node',
   target: 'node20',
-  format: 'esm',
+  format: 'cjs',
   external: ['@warren/daemon', '@warren/mcp'],
-  // commander is CommonJS: its require() of node builtins needs a real require in ESM output.
-  banner: { js: "import { createRequire as __warrenCreateRequire } from 'node:module'; const require = __warrenCreateRequire(import.meta.url);" },
+  plugins: [onUse],
   minify: false,
   logLevel: 'warning',
 });

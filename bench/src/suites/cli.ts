@@ -7,13 +7,53 @@
  * code runs (~40 ms for Debian's full bundle on the 2-core machine, the same for `node -e 0`).
  * Where the bench's environment sets it, both are also measured without it: what a machine
  * that does not set it gets, and what the target is judged on.
+ *
+ * Phases: the bundle run again with a preload (PHASES, a CommonJS file written to the run's
+ * temp dir) that notes performance.now(), ms since the process started, when node hands over
+ * to user code, when the CLI sends its request, when the answer has arrived and at exit: node's
+ * own start, loading and parsing the CLI, the request, printing and exit.
  */
 import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { REPO } from '@warren/tests/harness';
 import type { Context } from '../context.js';
 
 const SUITE = 'cli';
+
+const PHASES = `'use strict';
+const { performance } = require('node:perf_hooks');
+const http = require('node:http');
+const t = { start: performance.now() };
+const request = http.request;
+http.request = function (...args) {
+  t.request ??= performance.now();
+  return request.apply(this, args).on('response', (res) => res.on('end', () => (t.answer ??= performance.now())));
+};
+process.on('exit', () => process.stderr.write('phases ' + JSON.stringify({ ...t, exit: performance.now() }) + '\\n'));
+`;
+
+interface Phases {
+  start: number;
+  request: number;
+  answer: number;
+  exit: number;
+}
+
+function phases(argv: string[], env: NodeJS.ProcessEnv): Promise<Phases> {
+  const [command = '', ...args] = argv;
+  return new Promise((resolve, reject) => {
+    const c = spawn(command, args, { stdio: ['ignore', 'ignore', 'pipe'], env });
+    let stderr = '';
+    c.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    c.on('error', reject);
+    c.on('exit', (code) => {
+      const line = /^phases (.*)$/m.exec(stderr)?.[1];
+      if (code !== 0 || line === undefined) reject(new Error(`${argv.join(' ')} exited ${code}: ${stderr}`));
+      else resolve(JSON.parse(line) as Phases);
+    });
+  });
+}
 
 function timed(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const [command = '', ...args] = argv;
@@ -52,8 +92,36 @@ export async function runCli(ctx: Context): Promise<void> {
     nodePlain.push(await timed([process.execPath, '-e', '0'], plain));
     lsPlain.push(await timed([bin, 'ls'], plain));
   }
+  // Where the time goes, from inside the process (without NODE_EXTRA_CA_CERTS, as judged).
+  const preload = path.join(ctx.tmp('cli'), 'phases.cjs');
+  writeFileSync(preload, PHASES);
+  const bundle = path.join(REPO, 'packages/cli/dist/bundle/main.cjs');
+  const split: Phases[] = [];
+  for (let i = 0; i < n; i++) split.push(await phases([process.execPath, '-r', preload, bundle, 'ls'], plain));
   await kill();
   const r = ctx.report;
+  const phase = (key: string, label: string, values: number[]) =>
+    r.add({ key: `cli-phase-${key}`, suite: SUITE, label: `phase: ${label}`, unit: 'ms', values });
+  phase(
+    'node',
+    'node start to user code',
+    split.map((p) => p.start),
+  );
+  phase(
+    'load',
+    'loading the CLI to its request',
+    split.map((p) => p.request - p.start),
+  );
+  phase(
+    'request',
+    'the request, sent to answered',
+    split.map((p) => p.answer - p.request),
+  );
+  phase(
+    'print',
+    'printing to exit',
+    split.map((p) => p.exit - p.answer),
+  );
   const withCa = extraCa === undefined ? '' : ` (NODE_EXTRA_CA_CERTS=${extraCa})`;
   r.add({ key: 'cli-node', suite: SUITE, label: `node -e 0${withCa}`, unit: 'ms', values: node, isBaseline: true });
   r.add({ key: 'cli-ls', suite: SUITE, label: `bin/warren ls (bundled CLI, 1 sandbox)${withCa}`, unit: 'ms', values: ls, baseline: 'cli-node' });

@@ -1,7 +1,6 @@
 /** Low-level HTTP client: base URL, API key, JSON and streaming requests, error mapping. */
 import { readFileSync } from 'node:fs';
 import http, { type IncomingMessage } from 'node:http';
-import https from 'node:https';
 import path from 'node:path';
 import { errorFromBody, NetworkError } from './errors.js';
 
@@ -71,9 +70,10 @@ export class HttpClient {
   async download(route: string, query: Record<string, string | number | undefined> = {}): Promise<IncomingMessage> {
     const url = this.urlFor(route, query);
     const headers = this.headersFor();
+    const transport = await transportFor(url);
     const send = () =>
       new Promise<IncomingMessage>((resolve, reject) => {
-        (url.protocol === 'https:' ? https : http).get(url, { headers }, resolve).on('error', reject);
+        transport.get(url, { headers }, resolve).on('error', reject);
       });
     const res = await this.exchange(send, true);
     const status = res.statusCode ?? 0;
@@ -100,9 +100,10 @@ export class HttpClient {
       headers['content-type'] = 'application/json';
       headers['content-length'] = String(Buffer.byteLength(payload));
     }
+    const transport = await transportFor(url);
     const send = () =>
       new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = (url.protocol === 'https:' ? https : http).request(url, { method, headers }, (res) => {
+        const req = transport.request(url, { method, headers }, (res) => {
           textOf(res).then((text) => resolve({ status: res.statusCode ?? 0, text }), reject);
         });
         req.on('error', reject);
@@ -144,6 +145,15 @@ export class HttpClient {
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
     return headers;
   }
+}
+
+/**
+ * node:https only for an https daemon URL: loading it pulls in TLS and crypto, about 5-10 ms
+ * of every one-shot CLI start on the 2-core machine, and the daemon is usually plain http on
+ * loopback.
+ */
+async function transportFor(url: URL): Promise<Pick<typeof http, 'get' | 'request'>> {
+  return url.protocol === 'https:' ? await import('node:https') : http;
 }
 
 async function textOf(res: IncomingMessage): Promise<string> {
