@@ -8,7 +8,7 @@
 // CommonJS would wrap its modules in lazy initialisers, which esbuild cannot tree-shake, and
 // zod (about 800 KB) would come back into the file every command loads.
 import { build } from 'esbuild';
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 const here = fileURLToPath(new URL('.', import.meta.url));
 rmSync(`${here}dist/bundle`, { recursive: true, force: true });
@@ -19,6 +19,18 @@ const onUse = {
     b.onResolve({ filter: /^\.\/doctor\.js$/ }, () => ({ path: '../doctor.js', external: true }));
   },
 };
+const version = JSON.parse(readFileSync(`${here}package.json`, 'utf8')).version;
+// version.ts reads package.json; in the bundle the version is a constant instead.
+const versionInline = {
+  name: 'version-inline',
+  setup(b) {
+    b.onResolve({ filter: /^\.\/version\.js$/ }, () => ({ path: 'version', namespace: 'warren-version' }));
+    b.onLoad({ filter: /.*/, namespace: 'warren-version' }, () => ({
+      contents: `export function cliVersion() { return ${JSON.stringify(version)}; }`,
+      loader: 'js',
+    }));
+  },
+};
 await build({
   entryPoints: [`${here}dist/main.js`],
   outfile: `${here}dist/bundle/main.cjs`,
@@ -27,7 +39,7 @@ await build({
   target: 'node20',
   format: 'cjs',
   external: ['@warren/daemon', '@warren/mcp'],
-  plugins: [onUse],
+  plugins: [onUse, versionInline],
   minify: false,
   logLevel: 'warning',
 });

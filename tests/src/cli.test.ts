@@ -96,6 +96,19 @@ test('bad input gets a clear message and a non-zero exit', () => {
   assert.match(noKey.stderr, /invalid API key/);
 });
 
+test('--version prints the version of the CLI package, bundled or not', () => {
+  const { version } = JSON.parse(readFileSync(path.join(REPO, 'packages/cli/package.json'), 'utf8')) as { version: string };
+  for (const argv of [
+    [path.join(REPO, 'bin/warren'), '--version'],
+    [process.execPath, path.join(REPO, 'packages/cli/dist/main.js'), '-V'],
+  ]) {
+    const [command = '', ...args] = argv;
+    const r = spawnSync(command, args, { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.equal(r.stdout.trim(), version, argv.join(' '));
+  }
+});
+
 test('doctor checks the host and the daemon', () => {
   const r = warren('doctor');
   assert.match(r.stdout, /ok\s+runsc: runsc version/);

@@ -13,11 +13,16 @@ import { collect, keyValues, metadataText, positiveInt, positiveNumber, printJso
 import { registerMachineCommands } from './machine.js';
 import { registerNetworkCommands } from './network.js';
 import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
+import { cliVersion } from './version.js';
 
 /** Every command, as `warren` has them. */
 export function buildProgram(): Command {
   const program = new Command();
-  program.name('warren').description('Sandboxes with their own kernel for AI coding agents').showHelpAfterError();
+  program
+    .name('warren')
+    .description('Sandboxes with their own kernel for AI coding agents')
+    .version(cliVersion(), '-V, --version', 'print the version of this CLI')
+    .showHelpAfterError();
 
   program
     .command('daemon')
