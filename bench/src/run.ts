@@ -44,6 +44,7 @@ import { runWorkload } from './suites/workload.js';
 import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
+import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   rss: runRss,
@@ -150,11 +151,23 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
   return { suites, iters, json };
 }
 
-function runscVersion(): string {
+/**
+ * The packaged runsc (the raw baselines' binary) and the one the bench's daemons run, chosen
+ * as a daemon chooses it (WARREN_RUNSC, else the patched build, else the packaged one).
+ */
+async function runscVersions(): Promise<string> {
+  let packaged: string;
   try {
-    return execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
+    packaged = execFileSync('runsc', ['--version'], { encoding: 'utf8' }).split('\n')[0] ?? '';
   } catch {
-    return 'runsc: not found';
+    packaged = 'runsc: not found';
+  }
+  try {
+    const config = resolveConfig();
+    const chosen = await chooseRunsc({ ...(config.runscBinary ? { override: config.runscBinary } : {}), cacheDir: config.runscCache });
+    return `${packaged} (raw baselines); daemons: ${chosen.kind} ${chosen.version}`;
+  } catch (err) {
+    return `${packaged}; daemons: no usable runsc (${(err as Error).message})`;
   }
 }
 
@@ -176,7 +189,7 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   const header = [
     `warren bench, ${started.toISOString()}`,
-    `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, kernel ${os.release()}, node ${process.version}, ${runscVersion()}`,
+    `${os.cpus().length} CPUs (${os.cpus()[0]?.model ?? '?'}), ${(os.totalmem() / 2 ** 30).toFixed(1)} GiB, kernel ${os.release()}, node ${process.version}, ${await runscVersions()}`,
     `suites: ${suites.join(' ')}; iterations: ${Object.entries(iters)
       .map(([k, v]) => `${k}=${v}`)
       .join(' ')}`,
