@@ -20,8 +20,12 @@ import { runInGuest } from '../guest-run.js';
 import { PROXY_ENV, type SandboxEgress } from './egress.js';
 import type { Teardown } from './teardown.js';
 
-/** The warm-up command of a pool member (prebind): a shell, as most first commands are. */
-const WARM_UP_ARGV = ['/bin/sh', '-c', ':'];
+/**
+ * The warm-up command of a pool member (prebind): bash when the template has it, as most
+ * first commands are `bash -c` (the SDKs' string form), else sh. The first bash a sandbox
+ * runs reads bash and its libraries through the gofer: ~170 ms more than later ones.
+ */
+const WARM_UP_ARGV = ['/bin/sh', '-c', 'if command -v bash >/dev/null; then exec bash -c :; fi'];
 const WARM_UP_TIMEOUT_MS = 10_000;
 
 export class Booter {
