@@ -130,7 +130,13 @@ function upgrade(pathAndQuery: string, headers: Record<string, string>): Promise
       host: url.hostname,
       port: url.port,
       path: pathAndQuery,
-      headers: { connection: 'Upgrade', upgrade: 'websocket', 'sec-websocket-version': '13', 'sec-websocket-key': randomBytes(16).toString('base64'), ...headers },
+      headers: {
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': randomBytes(16).toString('base64'),
+        ...headers,
+      },
     });
     req.on('upgrade', (_res, socket) => {
       socket.destroy();
@@ -173,7 +179,10 @@ test('plain HTTP: create, input, output as NDJSON with offsets, resize, kill', T
   await d.http.request('POST', `${base}/${t.id}/input`, { json: { text: 'abc\r' } });
   const output = async (): Promise<string> => {
     const res = await d.http.request('GET', `${base}/${t.id}/output`);
-    const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as TerminalOutputEvent);
+    const lines = (await res.text())
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as TerminalOutputEvent);
     return lines.map((l) => (l.type === 'output' ? Buffer.from(l.data, 'base64').toString('utf8') : '')).join('');
   };
   await eventually(async () => /in-abc-10 50/.test(await output()), 30_000, 'the echo of HTTP input');
@@ -181,7 +190,10 @@ test('plain HTTP: create, input, output as NDJSON with offsets, resize, kill', T
   await assert.rejects(d.http.request('POST', `${base}/${t.id}/resize`, { json: { cols: 100000, rows: 20 } }), /cols must be at most 1000/);
   const follow = d.http.request('GET', `${base}/${t.id}/output`, { query: { follow: 1, offset: 0 } });
   await d.http.request('POST', `${base}/${t.id}/kill`);
-  const lines = (await (await follow).text()).trim().split('\n').map((l) => JSON.parse(l) as TerminalOutputEvent);
+  const lines = (await (await follow).text())
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as TerminalOutputEvent);
   const exit = lines.at(-1);
   assert.equal(exit?.type, 'exit');
   assert.equal(exit?.type === 'exit' ? exit.exitCode : undefined, 128 + 9);

@@ -36,9 +36,7 @@ export const TerminalInputRequest = z
   .refine((r) => (r.data === undefined) !== (r.text === undefined), { message: 'give exactly one of data (base64) or text' });
 export type TerminalInputRequest = z.input<typeof TerminalInputRequest>;
 
-export const TerminalSignalRequest = z
-  .object({ signal: z.string().regex(/^SIG[A-Z0-9]+$/, 'a signal name like SIGINT') })
-  .strict();
+export const TerminalSignalRequest = z.object({ signal: z.string().regex(/^SIG[A-Z0-9]+$/, 'a signal name like SIGINT') }).strict();
 export type TerminalSignalRequest = z.input<typeof TerminalSignalRequest>;
 
 /** Control messages a WebSocket client sends as text frames (binary frames are keystrokes). */

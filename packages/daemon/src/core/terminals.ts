@@ -3,14 +3,7 @@
  * and streams attached output, so a terminal outlives the client and the daemon: after a
  * restart a client attaches again by id and gets the recent output replayed.
  */
-import {
-  ReceiveCredit,
-  TERMINAL_LIMITS,
-  WarrenError,
-  type TerminalCreateRequest,
-  type TerminalInfo,
-  type TerminalOpenParams,
-} from '@warren/protocol';
+import { ReceiveCredit, TERMINAL_LIMITS, WarrenError, type TerminalCreateRequest, type TerminalInfo, type TerminalOpenParams } from '@warren/protocol';
 import type { SandboxService } from './sandboxes.js';
 import type { GuestClient } from './guest-client.js';
 
@@ -142,8 +135,7 @@ export class TerminalService {
     }
     return {
       ...attached,
-      detach: () =>
-        end(() => client.notify('cancel', { stream })),
+      detach: () => end(() => client.notify('cancel', { stream })),
       ...controlOf(client, terminalId),
     };
   }
