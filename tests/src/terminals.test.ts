@@ -9,7 +9,7 @@ import { execFileSync } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { PtyHandle, Sandbox } from '@warren/sdk';
+import { Sandbox, type PtyHandle } from '@warren/sdk';
 import type { TerminalInfo, TerminalOutputEvent } from '@warren/protocol';
 import { REPO, eventually, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
@@ -238,4 +238,20 @@ test('warren shell under tmux: raw keys in, output on the pane, the remote exit 
       // the server ended with its last session
     }
   }
+});
+
+test('a terminal outlives a daemon restart: the new daemon attaches to it by id, with replay', T, async () => {
+  const { term, screen } = await open();
+  term.write('Y=still-here; echo "pre-$((5*5))"\r');
+  await screen.until(/pre-25/, 'output before the restart');
+  await d.stop();
+  d = await startDaemon({ home: d.home });
+  sbx = await Sandbox.connect(sbx.id, d.conn);
+  const again = new Screen();
+  const attached = await sbx.pty.connect(term.id, { onData: again.onData });
+  await again.until(/pre-25/, 'the replay through the new daemon');
+  attached.write('echo "post-$Y-$((6*6))"\r');
+  await again.until(/post-still-here-36/, 'the same shell through the new daemon');
+  attached.write('exit 9\r');
+  assert.equal(await attached.wait(), 9);
 });
