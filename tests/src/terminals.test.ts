@@ -122,6 +122,33 @@ test('detach and attach again: the recent output is replayed and the shell is th
   assert.match(late.text, /second-kept-3/);
 });
 
+test('an attached terminal keeps its sandbox awake; a detached one hibernates with it and carries on after', T, async () => {
+  const watched = await d.create({ idleSeconds: 2 });
+  const left = await d.create({ idleSeconds: 2 });
+  try {
+    const screenA = new Screen();
+    const a = await watched.pty.create({ onData: screenA.onData });
+    const screenB = new Screen();
+    const b = await left.pty.create({ onData: screenB.onData });
+    b.write('Z=asleep; echo "b-$((7*7))"\r');
+    await screenB.until(/b-49/, 'the detached terminal to start');
+    b.disconnect();
+    await eventually(async () => (await left.refresh()).state === 'hibernated', 60_000, 'the sandbox without a client to hibernate');
+    assert.equal((await watched.refresh()).state, 'running', 'a sandbox with an attached terminal must not hibernate');
+    // Attaching resumes it; the shell is where it was.
+    const again = new Screen();
+    const b2 = await left.pty.connect(b.id, { onData: again.onData });
+    b2.write('echo "woke-$Z-$((8*8))"\r');
+    await again.until(/woke-asleep-64/, 'the same shell after the resume');
+    a.write('exit 0\r');
+    b2.write('exit 0\r');
+    assert.equal(await a.wait(), 0);
+    assert.equal(await b2.wait(), 0);
+  } finally {
+    await Promise.all([watched.kill(), left.kill()]);
+  }
+});
+
 /** A raw upgrade request: the status it got, and whether the socket was upgraded. */
 function upgrade(pathAndQuery: string, headers: Record<string, string>): Promise<{ status: number; body: string; upgraded: boolean }> {
   const url = new URL(d.url);

@@ -39,7 +39,6 @@ interface Reader {
   /** Writes wait in turn for the reader's credit. */
   chain: Promise<void>;
   queued: number;
-  forget: () => void;
 }
 
 interface Terminal {
@@ -146,9 +145,10 @@ export class Terminals {
   attach(params: GuestOps['term.attach']['params'], channel: Channel, stream: number): GuestOps['term.attach']['result'] {
     const t = this.get(params.id);
     const replay = t.ring.since(params.offset ?? 0);
-    const reader: Reader = { out: channel.openOutgoing(stream), channel, stream, chain: Promise.resolve(), queued: 0, forget: () => undefined };
+    const reader: Reader = { out: channel.openOutgoing(stream), channel, stream, chain: Promise.resolve(), queued: 0 };
     // A reader belongs to one conversation: a restored sandbox's new daemon never asked for it.
-    reader.forget = channel.onConversationEnd(() => this.dropReader(t, reader));
+    // The conversation's end aborts its streams, so one hook covers both that and a cancel.
+    reader.out.onAbort(() => this.dropReader(t, reader));
     this.enqueue(t, reader, replay.data);
     if (t.info.running && params.follow !== false) {
       t.readers.add(reader);
@@ -230,13 +230,11 @@ export class Terminals {
 
   private dropReader(t: Terminal, r: Reader): void {
     if (!t.readers.delete(r)) return;
-    r.forget();
     t.info.attached = t.readers.size;
   }
 
   /** After what was queued: the exit event (once exited), then End. */
   private finishReader(t: Terminal, r: Reader): void {
-    r.forget();
     void r.chain.then(() => {
       if (r.out.aborted) return;
       if (t.info.running) {
