@@ -1,6 +1,6 @@
 /** Request schemas of the terminal routes (docs/terminals.md); types in terminals.ts. */
 import { z } from 'zod';
-import { EnvMap } from './api.js';
+import { ExecRequest } from './api.js';
 import { TERMINAL_LIMITS } from './terminals.js';
 
 const cols = z.number().int().min(1).max(TERMINAL_LIMITS.maxCols);
@@ -15,12 +15,10 @@ export const TerminalCreateRequest = z
     argv: z.array(z.string()).min(1).optional(),
     /** A command line for `/bin/bash -c` (give argv or cmd, not both). */
     cmd: z.string().min(1).optional(),
-    cwd: z.string().optional(),
-    env: EnvMap.optional(),
-    user: z
-      .string()
-      .regex(/^[a-z_][a-z0-9_-]*$/)
-      .optional(),
+    // As for exec: the same user names, cwd and environment bounds.
+    cwd: ExecRequest.shape.cwd,
+    env: ExecRequest.shape.env,
+    user: ExecRequest.shape.user,
   })
   .strict()
   .refine((r) => r.cmd === undefined || r.argv === undefined, { message: 'give cmd or argv, not both' });
