@@ -15,7 +15,8 @@ export class OutputRing {
   push(chunk: Buffer): void {
     // Only the tail of a chunk larger than the ring can survive anyway.
     const data = chunk.length > this.capacity ? chunk.subarray(chunk.length - this.capacity) : chunk;
-    const at = this.total % this.capacity;
+    // Where the kept part's first byte goes: its offset is total + what was cut off.
+    const at = (this.total + chunk.length - data.length) % this.capacity;
     const first = Math.min(data.length, this.capacity - at);
     data.copy(this.buf, at, 0, first);
     if (first < data.length) data.copy(this.buf, 0, first);
