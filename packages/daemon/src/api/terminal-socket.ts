@@ -22,6 +22,8 @@ import { toWarrenError } from './errors.js';
 const PTY_PATH = /^\/v1\/sandboxes\/([^/]+)\/pty(?:\/([^/]+))?\/?$/;
 /** Largest frame a client may send: keystrokes and pastes, not file uploads. */
 const MAX_CLIENT_FRAME_BYTES = 1024 * 1024;
+/** How often the daemon pings a terminal's client; a client that misses one pong is dropped. */
+const PING_INTERVAL_MS = 30_000;
 
 type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
@@ -147,8 +149,19 @@ function bridge(deps: TerminalSocketDeps, ws: WebSocket, sandboxId: string, term
   let attached: AttachedTerminal | undefined;
   let ending: (() => void) | undefined;
   let closed = false;
+  // An attached client keeps its sandbox awake: one that vanished without closing (a dead
+  // network, a suspended laptop) must not do so forever. No pong within a period: gone.
+  let alive = true;
+  ws.on('pong', () => (alive = true));
+  const heartbeat = setInterval(() => {
+    if (!alive) return ws.terminate();
+    alive = false;
+    ws.ping();
+  }, PING_INTERVAL_MS);
+  heartbeat.unref();
   ws.on('close', () => {
     closed = true;
+    clearInterval(heartbeat);
     attached?.detach();
   });
   ws.on('error', (err) => deps.log.info({ sandbox: sandboxId, terminal: terminalId, err: err.message }, 'terminal socket error'));
