@@ -5,7 +5,7 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import http from 'node:http';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -265,6 +265,20 @@ test('warren shell under tmux: raw keys in, output on the pane, the remote exit 
       // the server ended with its last session
     }
   }
+});
+
+test('warren shell without a TTY: piped keystrokes, a command after --, the exit status; a bad terminal id exits 2', T, () => {
+  const env = { ...process.env, WARREN_URL: d.url, WARREN_API_KEY: d.apiKey };
+  const warren = (args: string[], input: string) => spawnSync(path.join(REPO, 'bin/warren'), args, { input, env, encoding: 'utf8', timeout: 60_000 });
+  const piped = warren(['shell', sbx.id], 'echo "hi-$((1+1))"\nexit 4\n');
+  assert.equal(piped.status, 4, piped.stderr);
+  assert.match(piped.stdout, /hi-2/);
+  const argv = warren(['shell', sbx.id, '--', 'bash', '-c', 'echo "argv-$((2+3))-$(tty)"; exit 6'], '');
+  assert.equal(argv.status, 6, argv.stderr);
+  assert.match(argv.stdout, /argv-5-\/dev\/pts\/\d+/);
+  const missing = warren(['shell', sbx.id, '--attach', 'term-0000000000000000'], '');
+  assert.equal(missing.status, 2);
+  assert.match(missing.stderr, /no terminal term-0000000000000000/);
 });
 
 test('a terminal outlives a daemon restart: the new daemon attaches to it by id, with replay', T, async () => {
