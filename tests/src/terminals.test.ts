@@ -6,7 +6,9 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Sandbox, type PtyHandle } from '@warren/sdk';
@@ -228,9 +230,9 @@ test('plain HTTP: create, input, output as NDJSON with offsets, resize, kill', T
   await assert.rejects(d.http.json('GET', `${base}/${t.id}`), /no terminal/);
 });
 
-/** tmux on a private socket, so the test never touches anyone's own tmux server. */
+/** tmux on a private socket file, so the test never touches anyone's own tmux server. */
 function tmux(socket: string, ...args: string[]): string {
-  return execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+  return execFileSync('tmux', ['-S', socket, ...args], { encoding: 'utf8' });
 }
 
 test('warren shell under tmux: raw keys in, output on the pane, the remote exit status out, the terminal restored', T, async () => {
@@ -239,7 +241,9 @@ test('warren shell under tmux: raw keys in, output on the pane, the remote exit 
   } catch {
     throw new Error('tmux is not installed: run `bash scripts/setup.sh` (it installs tmux for this test)');
   }
-  const socket = `warren-test-${randomBytes(4).toString('hex')}`;
+  // tmux leaves its socket file behind after kill-server: it goes with this directory.
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-tmux-'));
+  const socket = path.join(dir, 'socket');
   const warren = path.join(REPO, 'bin/warren');
   try {
     tmux(socket, 'new-session', '-d', '-x', '100', '-y', '30', 'bash --norc --noprofile');
@@ -264,6 +268,7 @@ test('warren shell under tmux: raw keys in, output on the pane, the remote exit 
     } catch {
       // the server ended with its last session
     }
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 
