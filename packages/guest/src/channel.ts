@@ -231,6 +231,7 @@ export class Channel {
 
 export class OutgoingStream {
   private window = new SendWindow();
+  private abortHandlers: Array<() => void> = [];
   aborted = false;
 
   constructor(
@@ -260,6 +261,15 @@ export class OutgoingStream {
     this.aborted = true;
     this.channel.dropOutgoing(this.stream);
     this.window.wake();
+    const handlers = this.abortHandlers;
+    this.abortHandlers = [];
+    for (const fn of handlers) fn();
+  }
+
+  /** Runs when the reader cancels the stream or the conversation ends (a reader that was waiting for nothing). */
+  onAbort(fn: () => void): void {
+    if (this.aborted) fn();
+    else this.abortHandlers.push(fn);
   }
 }
 

@@ -5,3 +5,4 @@ export * from './guest.js';
 export * from './frames.js';
 export * from './credit.js';
 export type { FileStat, FileType, ProcessInfo, ProcessOutput } from './api.js';
+export * from './terminals.js';

@@ -35,6 +35,7 @@ from .errors import (
     error_from_body,
 )
 from .files import BinaryWriter, FileReader, Files, WriteData
+from .terminals import Terminal, TerminalInfo, TerminalOutput, Terminals
 from .models import (
     ApiKeyUsage,
     BakeInfo,
@@ -146,4 +147,8 @@ __all__ = [
     "UsageReport",
     "UsageTotal",
     "WriteResult",
+    "Terminal",
+    "TerminalInfo",
+    "TerminalOutput",
+    "Terminals",
 ]
