@@ -7,3 +7,4 @@ export * from './credit.js';
 export * from './templates.js';
 export * from './validation.js';
 export * from './tools.js';
+export * from './tar-check.js';

@@ -5,3 +5,5 @@ export * from './guest.js';
 export * from './frames.js';
 export * from './credit.js';
 export type { FileStat, FileType, ProcessInfo, ProcessOutput } from './api.js';
+export * from './tar-check.js';
+export type { DirExistsPolicy, DirUploadResult } from './api.js';
