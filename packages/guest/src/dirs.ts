@@ -9,10 +9,9 @@
 import { chmodSync, mkdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { ReceiveCredit, TarChecker, WarrenError, type DirUploadResult, type GuestOps } from '@warren/protocol/wire';
+import { ReceiveCredit, TarChecker, WarrenError, placeDirectory, removeTree, type DirUploadResult, type GuestOps } from '@warren/protocol/wire';
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import { asUser } from './as-user.js';
-import { placeDirectory, removeTree } from './dir-place.js';
 import type { Channel } from './channel.js';
 import type { SpawnedProcess, Spawner } from './spawner.js';
 

@@ -8,3 +8,4 @@ export * from './templates.js';
 export * from './validation.js';
 export * from './tools.js';
 export * from './tar-check.js';
+export * from './dir-place.js';

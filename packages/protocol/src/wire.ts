@@ -7,3 +7,4 @@ export * from './credit.js';
 export type { FileStat, FileType, ProcessInfo, ProcessOutput } from './api.js';
 export * from './tar-check.js';
 export type { DirExistsPolicy, DirUploadResult } from './api.js';
+export * from './dir-place.js';

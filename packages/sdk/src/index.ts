@@ -17,3 +17,6 @@ export type { LogEntry, LogLevel, LogsResponse } from '@warren/protocol';
 export { Toolset, bestOf, type ToolsetOptions, type AttemptOutcome } from './tools.js';
 export type { ToolResult, BashOutput, EditOutput, ToolFailure, ToolFormat, AnthropicToolSchema, OpenAiToolSchema } from '@warren/protocol';
 export type { HealthInfo, RunscInfo } from '@warren/protocol';
+export type { DirOptions } from './files.js';
+export type { DirProgress } from './dirs.js';
+export { extractDir, packDir } from './dirs.js';

@@ -21,6 +21,22 @@ function existsQuery(text: string | undefined): DirExistsPolicy | undefined {
   return text as DirExistsPolicy;
 }
 
+async function* once(data: Buffer): AsyncIterable<Uint8Array> {
+  yield data;
+}
+
+/** As PUT /files, but a missing parent directory is made first (mkdir -p), as the caller would expect of a batch. */
+async function writeCreatingParent(files: FileService, id: string, path: string, data: Buffer, user?: string, mode?: number): Promise<{ size: number; path: string }> {
+  try {
+    return await files.write(id, path, once(data), user, mode);
+  } catch (err) {
+    const parent = path.replace(/\/[^/]*$/, '');
+    if (!(err instanceof WarrenError && err.code === 'not_found') || parent === path || parent === '') throw err;
+    await files.mkdir(id, parent, user);
+    return files.write(id, path, once(data), user, mode);
+  }
+}
+
 export function dirRoutes(files: FileService, sandboxes: SandboxService): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
 
@@ -55,9 +71,7 @@ export function dirRoutes(files: FileService, sandboxes: SandboxService): Hono<A
     for (const [i, f] of req.files.entries()) {
       const data = datas[i] as Buffer;
       try {
-        out.files.push(await files.write(id, f.path, (async function* () {
-          yield data;
-        })(), user, f.mode));
+        out.files.push(await writeCreatingParent(files, id, f.path, data, user, f.mode));
       } catch (err) {
         if (err instanceof WarrenError) {
           throw new WarrenError(err.code, `${err.message} (file ${i + 1} of ${req.files.length}, ${f.path}; the ${i} before it were written)`, { details: { index: i, written: i } });

@@ -1,13 +1,16 @@
 /**
- * Puts an extracted directory into place, and removes one. Synchronous on purpose: callers
- * run these inside asUser (as-user.ts), so every rename and unlink is done with the user's
+ * Puts an extracted directory into place, and removes one: the same semantics for uploads
+ * (the guest agent, inside the sandbox) and downloads (the SDK and CLI, on the host), so
+ * `exists` means the same in both directions. Synchronous on purpose: the agent runs these
+ * inside asUser (guest as-user.ts), so every rename and unlink is done with the user's
  * identity and a process of the same user racing it gains nothing it could not do itself.
  * Never follows a symlink: entries are looked at with lstat and moved by name.
  */
 import { chmodSync, lstatSync, readdirSync, renameSync, rmdirSync, unlinkSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { WarrenError, type DirExistsPolicy } from '@warren/protocol/wire';
+import { WarrenError } from './errors.js';
+import type { DirExistsPolicy } from './api.js';
 
 function lstatOrNull(p: string): Stats | null {
   try {
