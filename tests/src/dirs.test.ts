@@ -8,12 +8,24 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  readlinkSync,
+  rmSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
-import { WarrenError, type Sandbox } from '@warren/sdk';
-import { extractDir } from '@warren/sdk';
+import { extractDir, type Sandbox, type WarrenError } from '@warren/sdk';
 import { REPO, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 let d: DaemonHandle;
@@ -47,7 +59,13 @@ function manifest(dir: string): string[] {
         out.push(`${r} d ${(st.mode & 0o777).toString(8)}`);
         walk(r);
       } else if (st.isSymbolicLink()) out.push(`${r} l ${readlinkSync(path.join(dir, r))}`);
-      else out.push(`${r} f ${(st.mode & 0o777).toString(8)} ${createHash('sha256').update(readFileSync(path.join(dir, r))).digest('hex').slice(0, 16)} ${Math.floor(st.mtimeMs / 1000)}`);
+      else
+        out.push(
+          `${r} f ${(st.mode & 0o777).toString(8)} ${createHash('sha256')
+            .update(readFileSync(path.join(dir, r)))
+            .digest('hex')
+            .slice(0, 16)} ${Math.floor(st.mtimeMs / 1000)}`,
+        );
     }
   };
   walk('');
@@ -63,7 +81,12 @@ function entry(name: string, opts: { type?: string; data?: Buffer; link?: string
   h.write('0000000\0', 108);
   h.write('0000000\0', 116);
   h.write(`${data.length.toString(8).padStart(11, '0')}\0`, 124);
-  h.write(`${Math.floor(Date.now() / 1000).toString(8).padStart(11, '0')}\0`, 136);
+  h.write(
+    `${Math.floor(Date.now() / 1000)
+      .toString(8)
+      .padStart(11, '0')}\0`,
+    136,
+  );
   h.write('        ', 148);
   h.write(opts.type ?? '0', 156);
   if (opts.link) h.write(opts.link, 157, 100, 'utf8');
@@ -161,10 +184,18 @@ test('writeMany writes several files in one call', async () => {
 const hostile: Array<[string, Buffer, RegExp]> = [
   ['dot-dot', archive(entry('ok.txt', { data: Buffer.from('x') }), entry('../escaped', { data: Buffer.from('x') })), /"\.\.\/escaped".*'\.\.'/],
   ['absolute', archive(entry('/tmp/abs-escaped', { data: Buffer.from('x') })), /"\/tmp\/abs-escaped".*absolute/],
-  ['symlink to / then a member under it', archive(entry('root', { type: '2', link: '/' }), entry('root/tmp/via-link', { data: Buffer.from('x') })), /"root".*absolute path/],
+  [
+    'symlink to / then a member under it',
+    archive(entry('root', { type: '2', link: '/' }), entry('root/tmp/via-link', { data: Buffer.from('x') })),
+    /"root".*absolute path/,
+  ],
   ['relative symlink escape', archive(entry('up', { type: '2', link: '../..' })), /"up".*outside/],
   ['symlink chain escape', archive(entry('s', { type: '2', link: '.' }), entry('t', { type: '2', link: 's/..' })), /"t".*outside/],
-  ['member through a symlink', archive(entry('dir', { type: '5', mode: 0o755 }), entry('l', { type: '2', link: 'dir' }), entry('l/x', { data: Buffer.from('x') })), /"l\/x".*through the symlink/],
+  [
+    'member through a symlink',
+    archive(entry('dir', { type: '5', mode: 0o755 }), entry('l', { type: '2', link: 'dir' }), entry('l/x', { data: Buffer.from('x') })),
+    /"l\/x".*through the symlink/,
+  ],
   ['hard link to outside', archive(entry('h', { type: '1', link: '/etc/passwd' })), /"h".*hard link/],
   ['hard link to a file not in the archive', archive(entry('h', { type: '1', link: 'nothere' })), /"h".*hard link/],
   ['device', archive(entry('dev', { type: '3' })), /"dev".*unsupported/],
@@ -217,7 +248,7 @@ test('warren cp -r copies a tree both ways with cp -r semantics; file names with
   r = warren('cp', '-r', local, `${sbx.id}:/home/user/clinew`);
   assert.equal(r.status, 0, r.stderr);
   assert.equal(await sh('cat /home/user/clinew/sub/f'), 'f'); // as the new directory
-  await sh("touch \"/home/user/clinew/$(printf 'evil\\033]0;title\\007')\"");
+  await sh('touch "/home/user/clinew/$(printf \'evil\\033]0;title\\007\')"');
   const back = path.join(scratch, 'cli-back');
   r = warren('cp', '-r', `${sbx.id}:/home/user/clinew`, back);
   assert.equal(r.status, 0, r.stderr);

@@ -6,7 +6,7 @@
  * destination, which is moved into place only once the whole archive checked out and tar
  * succeeded, and removed on any failure (docs/files.md, "Directories").
  */
-import { chmodSync, mkdirSync, statSync } from 'node:fs';
+import { chmodSync, mkdirSync, statSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ReceiveCredit, TarChecker, WarrenError, placeDirectory, removeTree, type DirUploadResult, type GuestOps } from '@warren/protocol/wire';
@@ -44,7 +44,10 @@ async function spawnTar(spawner: Spawner, user: UserIdentity, cwd: string, args:
   try {
     return await spawner.spawn({ argv: ['tar', ...args], env: TAR_ENV, cwd, uid: user.uid, gid: user.gid, nproc: 0 });
   } catch (err) {
-    throw new WarrenError('failed_precondition', `cannot run tar in this sandbox (directory transfers need GNU tar in the template): ${(err as Error).message}`);
+    throw new WarrenError(
+      'failed_precondition',
+      `cannot run tar in this sandbox (directory transfers need GNU tar in the template): ${(err as Error).message}`,
+    );
   }
 }
 
@@ -73,11 +76,20 @@ export async function read(params: GuestOps['dir.read']['params'], spawner: Spaw
       );
     });
     const ended = new Promise<void>((resolve) => child.stdout.once('end', resolve));
-    Promise.all([child.exited, ended]).then(([status]) => {
-      if (out.aborted) return;
-      if (status.code === 0 || status.code === 1) out.end();
-      else channel.sendMessage({ event: 'stream-error', stream, code: 'internal', message: `tar -c ${abs} failed (${status.code ?? status.signal}): ${stderr()}` });
-    }, (err: Error) => channel.sendMessage({ event: 'stream-error', stream, code: 'internal', message: err.message }));
+    Promise.all([child.exited, ended]).then(
+      ([status]) => {
+        if (out.aborted) return;
+        if (status.code === 0 || status.code === 1) out.end();
+        else
+          channel.sendMessage({
+            event: 'stream-error',
+            stream,
+            code: 'internal',
+            message: `tar -c ${abs} failed (${status.code ?? status.signal}): ${stderr()}`,
+          });
+      },
+      (err: Error) => channel.sendMessage({ event: 'stream-error', stream, code: 'internal', message: err.message }),
+    );
   };
   return { start };
 }
@@ -95,7 +107,7 @@ export function write(params: GuestOps['dir.write']['params'], spawner: Spawner,
   const tmp = path.join(parent, `.warren-dir-${randomBytes(6).toString('hex')}`);
   const policy = params.exists ?? 'merge';
   asUser(user, () => {
-    let existing;
+    let existing: Stats | undefined;
     try {
       existing = statSync(abs);
     } catch (err) {

@@ -146,7 +146,8 @@ export class TarChecker {
     while (at < chunk.length) {
       if (this.state === 'done') {
         for (let i = at; i < chunk.length; i++) {
-          if (chunk[i] !== 0) throw new WarrenError('invalid_argument', `refused tar archive: data after its end-of-archive block (byte ${this.offset + i - at})`);
+          if (chunk[i] !== 0)
+            throw new WarrenError('invalid_argument', `refused tar archive: data after its end-of-archive block (byte ${this.offset + i - at})`);
         }
         this.offset += chunk.length - at;
         return;
@@ -232,7 +233,8 @@ export class TarChecker {
     }
     if (kind === 'g') {
       // A global path would rename every member after it: nobody needs that here.
-      if (records.has('path') || records.has('linkpath')) throw new WarrenError('invalid_argument', 'refused tar archive: a global header sets path or linkpath');
+      if (records.has('path') || records.has('linkpath'))
+        throw new WarrenError('invalid_argument', 'refused tar archive: a global header sets path or linkpath');
       return;
     }
     const path = records.get('path');

@@ -6,7 +6,7 @@
  * destination and moved into place only when the whole archive checked out, and that
  * directory is removed on any failure. Nothing is written outside the named destination.
  */
-import { lstatSync, mkdirSync, mkdtempSync } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync, type Stats } from 'node:fs';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -72,7 +72,7 @@ export async function extractDir(source: Readable, localDir: string, exists: Dir
   const dest = path.resolve(localDir);
   const parent = path.dirname(dest);
   mkdirSync(parent, { recursive: true });
-  let existing;
+  let existing: Stats | undefined;
   try {
     existing = lstatSync(dest);
   } catch (err) {

@@ -26,7 +26,14 @@ async function* once(data: Buffer): AsyncIterable<Uint8Array> {
 }
 
 /** As PUT /files, but a missing parent directory is made first (mkdir -p), as the caller would expect of a batch. */
-async function writeCreatingParent(files: FileService, id: string, path: string, data: Buffer, user?: string, mode?: number): Promise<{ size: number; path: string }> {
+async function writeCreatingParent(
+  files: FileService,
+  id: string,
+  path: string,
+  data: Buffer,
+  user?: string,
+  mode?: number,
+): Promise<{ size: number; path: string }> {
   try {
     return await files.write(id, path, once(data), user, mode);
   } catch (err) {
@@ -74,7 +81,9 @@ export function dirRoutes(files: FileService, sandboxes: SandboxService): Hono<A
         out.files.push(await writeCreatingParent(files, id, f.path, data, user, f.mode));
       } catch (err) {
         if (err instanceof WarrenError) {
-          throw new WarrenError(err.code, `${err.message} (file ${i + 1} of ${req.files.length}, ${f.path}; the ${i} before it were written)`, { details: { index: i, written: i } });
+          throw new WarrenError(err.code, `${err.message} (file ${i + 1} of ${req.files.length}, ${f.path}; the ${i} before it were written)`, {
+            details: { index: i, written: i },
+          });
         }
         throw err;
       }
