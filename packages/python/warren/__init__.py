@@ -35,6 +35,7 @@ from .errors import (
     error_from_body,
 )
 from .files import BinaryWriter, FileReader, Files, WriteData
+from .dirs import DirUploadResult
 from .models import (
     ApiKeyUsage,
     BakeInfo,
@@ -78,6 +79,7 @@ __all__ = [
     "Sandbox",
     "AsyncSandbox",
     "Files",
+    "DirUploadResult",
     "FileReader",
     "BinaryWriter",
     "WriteData",
