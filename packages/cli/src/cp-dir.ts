@@ -8,7 +8,7 @@
 import { stat } from 'node:fs/promises';
 import path from 'node:path';
 import { Sandbox, WarrenError, type DirProgress } from '@warren/sdk';
-import { parseSide } from './cp.js';
+import { parseSides } from './cp.js';
 import { safe } from './output.js';
 
 /** `…/.` or `…/./`: the contents of the directory rather than the directory. */
@@ -59,10 +59,7 @@ async function localIsDir(p: string): Promise<boolean> {
 
 /** Copies a directory tree; returns a line saying what went where (escaped for the terminal). */
 export async function copyDir(src: string, dst: string, user?: string): Promise<string> {
-  const from = parseSide(src);
-  const to = parseSide(dst);
-  if (from.sandbox && to.sandbox) throw new Error('copy between two sandboxes is not supported; copy through the host');
-  if (!from.sandbox && !to.sandbox) throw new Error('one side must be a sandbox path, written ID:/path');
+  const { from, to } = parseSides(src, dst);
   if (to.sandbox) {
     if (!(await localIsDir(from.path))) throw new Error(`${safe(from.path)} is not a directory (cp without -r copies a file)`);
     const sbx = await Sandbox.connect(to.sandbox);

@@ -67,17 +67,26 @@ function mergeInto(src: string, dst: string): void {
 }
 
 /**
+ * Whether `dest` exists (a directory, never followed if a symlink), refusing what the policy
+ * or its type rules out: checked before a transfer starts and again when it lands.
+ */
+export function checkDestination(dest: string, policy: DirExistsPolicy): boolean {
+  const existing = lstatOrNull(dest);
+  if (!existing) return false;
+  if (!existing.isDirectory()) throw new WarrenError('conflict', `${dest} exists and is not a directory`);
+  if (policy === 'error') throw new WarrenError('conflict', `${dest} already exists (exists=merge or exists=replace to write into it)`);
+  return true;
+}
+
+/**
  * Moves the checked, fully extracted `tmp` to `dest` by the policy. A fresh destination is
  * one rename: it appears whole. A merge is checked for conflicts before the first move.
  */
 export function placeDirectory(tmp: string, dest: string, policy: DirExistsPolicy): void {
-  const existing = lstatOrNull(dest);
-  if (!existing) {
+  if (!checkDestination(dest, policy)) {
     renameSync(tmp, dest);
     return;
   }
-  if (!existing.isDirectory()) throw new WarrenError('conflict', `${dest} exists and is not a directory`);
-  if (policy === 'error') throw new WarrenError('conflict', `${dest} already exists (exists=merge or exists=replace to write into it)`);
   if (policy === 'replace') {
     const old = path.join(path.dirname(dest), `.warren-old-${randomBytes(6).toString('hex')}`);
     renameSync(dest, old);

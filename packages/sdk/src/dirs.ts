@@ -6,12 +6,12 @@
  * destination and moved into place only when the whole archive checked out, and that
  * directory is removed on any failure. Nothing is written outside the named destination.
  */
-import { lstatSync, mkdirSync, mkdtempSync, type Stats } from 'node:fs';
+import { lstatSync, mkdirSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
-import { TarChecker, WarrenError, placeDirectory, removeTree, type DirExistsPolicy } from '@warren/protocol';
+import { TarChecker, WarrenError, checkDestination, placeDirectory, removeTree, type DirExistsPolicy } from '@warren/protocol';
 
 /** Progress of a transfer so far; `files` counts members of any kind. */
 export interface DirProgress {
@@ -72,14 +72,7 @@ export async function extractDir(source: Readable, localDir: string, exists: Dir
   const dest = path.resolve(localDir);
   const parent = path.dirname(dest);
   mkdirSync(parent, { recursive: true });
-  let existing: Stats | undefined;
-  try {
-    existing = lstatSync(dest);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
-  }
-  if (existing && !existing.isDirectory()) throw new WarrenError('conflict', `${dest} exists and is not a directory`);
-  if (existing && exists === 'error') throw new WarrenError('conflict', `${dest} already exists`);
+  checkDestination(dest, exists);
   const tmp = mkdtempSync(path.join(parent, '.warren-download-'));
   try {
     let files = 0;
