@@ -256,3 +256,30 @@ test('warren cp -r copies a tree both ways with cp -r semantics; file names with
   assert.equal(readFileSync(path.join(back, 'sub/f'), 'utf8'), 'f\n');
   assert.ok(readdirSync(back).some((n) => n.startsWith('evil')));
 });
+
+test('a download that tar cannot finish (an unreadable file) fails and leaves nothing on the host', async () => {
+  await sh('rm -rf /home/user/unreadable && mkdir -p /home/user/unreadable && echo a > /home/user/unreadable/a');
+  await sh('echo secret > /home/user/unreadable/b && chown root:root /home/user/unreadable/b && chmod 600 /home/user/unreadable/b', 'root');
+  const box = path.join(scratch, 'unreadable-box');
+  mkdirSync(box);
+  await assert.rejects(sbx.files.downloadDir('/home/user/unreadable', path.join(box, 'out')));
+  assert.deepEqual(readdirSync(box), [], 'nothing partial, nothing beside');
+  // As root the same directory downloads.
+  await sbx.files.downloadDir('/home/user/unreadable', path.join(box, 'out'), { user: 'root' });
+  assert.equal(readFileSync(path.join(box, 'out/b'), 'utf8'), 'secret\n');
+});
+
+test('bad requests: a file as the directory, an unknown exists policy, a missing directory', async () => {
+  await sh('echo x > /home/user/plainfile');
+  await assert.rejects(sbx.files.downloadDir('/home/user/plainfile', path.join(scratch, 'nope')), (err: WarrenError) => err.code === 'invalid_argument');
+  await assert.rejects(sbx.files.downloadDir('/home/user/missing-dir', path.join(scratch, 'nope')), (err: WarrenError) => err.code === 'not_found');
+  const r = await putTar('/home/user/plainfile', archive(entry('a', { data: Buffer.from('x') })));
+  assert.equal(r.status, 409, r.text);
+  const bad = await fetch(`${d.url}/v1/sandboxes/${sbx.id}/files/dir?path=/home/user/x&exists=sometimes`, {
+    method: 'PUT',
+    headers: { authorization: `Bearer ${d.apiKey}` },
+    body: new Uint8Array(archive()),
+  });
+  assert.equal(bad.status, 400);
+  assert.equal(existsSync(path.join(scratch, 'nope')), false);
+});

@@ -1,6 +1,6 @@
 /**
- * The host side of directory transfers: packs a local directory into a tar stream, and
- * extracts a downloaded one. A download comes from inside a sandbox and is hostile: every
+ * The host side of directory transfers: packs a local directory into a tar stream
+ * (tar-pack.ts), and extracts a downloaded one with node-tar. A download comes from inside a sandbox and is hostile: every
  * byte passes the same TarChecker the agent runs on uploads before node-tar sees it (strict,
  * owners never kept), the tree is extracted into a temporary directory beside the
  * destination and moved into place only when the whole archive checked out, and that
@@ -8,9 +8,10 @@
  */
 import { lstatSync, mkdirSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { Transform, type Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import * as tar from 'tar';
+import { packTree } from './tar-pack.js';
 import { TarChecker, WarrenError, checkDestination, placeDirectory, removeTree, type DirExistsPolicy } from '@warren/protocol';
 
 /** Progress of a transfer so far; `files` counts members of any kind. */
@@ -23,14 +24,13 @@ export interface DirProgress {
 export function packDir(localDir: string, onProgress?: (p: DirProgress) => void): Readable {
   const st = lstatSync(localDir);
   if (!st.isDirectory()) throw new WarrenError('invalid_argument', `${localDir} is not a directory`);
-  const progress: DirProgress = { bytes: 0, files: 0 };
-  // portable: no uids, user names or atimes of this host go into the sandbox.
-  // node-tar streams are minipass streams, not Node's: Readable.from gives fetch and pipes a real one.
-  const stream = Readable.from(tar.c({ cwd: localDir, portable: true, follow: false, onWriteEntry: () => void progress.files++ }, ['.']));
+  const counts = { files: 0, bytes: 0 };
+  const stream = packTree(localDir, counts);
   if (onProgress) {
+    let sent = 0;
     stream.on('data', (chunk: Buffer) => {
-      progress.bytes += chunk.length;
-      onProgress({ ...progress });
+      sent += chunk.length;
+      onProgress({ bytes: sent, files: counts.files });
     });
   }
   return stream;
