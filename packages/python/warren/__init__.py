@@ -35,13 +35,13 @@ from .errors import (
     error_from_body,
 )
 from .files import BinaryWriter, FileReader, Files, WriteData
-from .dirs import DirUploadResult
 from .models import (
     ApiKeyUsage,
     BakeInfo,
     BuildEvent,
     ClaimLatency,
     CredentialRule,
+    DirUploadResult,
     EgressEntry,
     ExecResult,
     FileStat,

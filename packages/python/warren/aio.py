@@ -14,9 +14,8 @@ import os
 from collections.abc import AsyncIterable
 from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
 
-from .dirs import DirUploadResult
 from .files import BinaryWriter, FileReader, Files, WriteData
-from .models import EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
+from .models import DirUploadResult, EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
 from .processes import ProcessHandle, Processes, ProcessStream
 from .sandbox import Command, Credentials, Sandbox, refuse_output_options
 

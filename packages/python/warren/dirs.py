@@ -12,25 +12,11 @@ import os
 import secrets
 import stat
 import tarfile
-from dataclasses import dataclass
 from typing import IO, Any, Iterator, List
 
 from .errors import WarrenError
-from .models import Model
 
 EXISTS_POLICIES = ("merge", "replace", "error")
-
-
-@dataclass
-class DirUploadResult(Model):
-    """Where an upload landed and what the archive held (`bytes`: of file contents)."""
-
-    path: str = ""
-    files: int = 0
-    directories: int = 0
-    symlinks: int = 0
-    hardlinks: int = 0
-    bytes: int = 0
 
 
 class _Sink:

@@ -10,9 +10,9 @@ from typing import IO, Any, Callable, Iterable, Iterator, List, Mapping, Protoco
 from urllib.parse import quote
 
 from .client import BLOCK_SIZE, Body, HttpClient, Response
-from .dirs import DirUploadResult, extract_dir, pack_dir
+from .dirs import extract_dir, pack_dir
 from .errors import WarrenError
-from .models import FileStat, WriteResult
+from .models import DirUploadResult, FileStat, WriteResult
 
 # str is written as UTF-8; a binary file object or an iterable of bytes is streamed.
 WriteData = Union[bytes, bytearray, memoryview, str, IO[bytes], IO[str], Iterable[bytes]]
