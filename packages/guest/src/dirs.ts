@@ -87,10 +87,15 @@ export async function read(params: GuestOps['dir.read']['params'], spawner: Spaw
   const out = channel.openOutgoing(stream);
   const start = () => {
     child.stdout.on('data', (chunk: Buffer) => {
+      if (out.aborted) return; // dropped while tar is being stopped
       child.stdout.pause();
       out.write(chunk).then(
         () => child.stdout.resume(),
-        () => void spawner.killTree(child.pid, 'SIGKILL').catch(() => undefined), // the reader went away
+        () => {
+          // The reader went away: stop tar, and let its output drain so the stream can end.
+          void spawner.killTree(child.pid, 'SIGKILL').catch(() => undefined);
+          child.stdout.resume();
+        },
       );
     });
     const ended = new Promise<void>((resolve) => child.stdout.once('end', resolve));
