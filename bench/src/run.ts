@@ -46,6 +46,7 @@ import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
 import { runTerminal } from './suites/terminal.js';
+import { runDirs } from './suites/dirs.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
@@ -67,6 +68,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   cli: runCli,
   density: runDensity,
   terminal: runTerminal,
+  dirs: runDirs,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -87,6 +89,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   cli: ['cli'],
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
   terminal: ['terminal'],
+  dirs: ['dirs'],
 };
 
 function usage(msg?: string, code = 2): never {
@@ -141,7 +144,8 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
         k === 'egressbulk' ||
         k === 'egressconc' ||
         k === 'idle' ||
-        k === 'workload'
+        k === 'workload' ||
+        k === 'dirs'
         ? 2
         : k === 'density'
           ? 1
