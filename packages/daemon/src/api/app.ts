@@ -74,6 +74,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   // File uploads stream and are limited by the sandbox's disk size instead.
   app.use('/v1/*', async (c, next) => {
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
+    // Streamed stdin is paced by the command's reading and has no size limit.
+    if (c.req.method === 'PUT' && c.req.path.endsWith('/stdin')) return next();
     return bodyLimit({
       maxSize: MAX_JSON_BODY_BYTES,
       onError: () => {
