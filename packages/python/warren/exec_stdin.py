@@ -34,6 +34,8 @@ def exec_with_stdin(
             failures.append(err)
 
     def start(pid: int) -> None:
+        if feeders:
+            return  # one feed per command, whatever the stream says
         feeder = threading.Thread(target=feed, args=(pid,), name=f"warren-stdin-{pid}", daemon=True)
         feeders.append(feeder)
         feeder.start()

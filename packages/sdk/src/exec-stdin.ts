@@ -23,7 +23,8 @@ export async function execWithStdin(
   let feeding: Promise<void> | undefined;
   let feedError: unknown;
   const result = await consumeExecStream(res, cb, (pid) => {
-    feeding = putStdin(http, `${route}/processes/${pid}`, stdin, true).then(
+    // One feed per command, whatever the stream says.
+    feeding ??= putStdin(http, `${route}/processes/${pid}`, stdin, true).then(
       () => undefined,
       (err: unknown) => {
         feedError = err;
