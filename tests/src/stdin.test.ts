@@ -158,7 +158,13 @@ test('stdin to an exited process is a clear 409, and bad stdin requests are 400s
 test('the daemon keeps no copy of a streamed stdin: its memory stays flat over 50 MB', T, async () => {
   // Measured, not timed: a daemon that buffered the body would grow by about its size.
   const before = d.rss();
-  const r = await sbx.exec('wc -c', { stdin: Readable.from((function* () { for (let i = 0; i < 50; i++) yield Buffer.alloc(1 << 20, i); })()) });
+  const r = await sbx.exec('wc -c', {
+    stdin: Readable.from(
+      (function* () {
+        for (let i = 0; i < 50; i++) yield Buffer.alloc(1 << 20, i);
+      })(),
+    ),
+  });
   assert.equal(r.stdout.trim(), String(50 << 20));
   const grown = d.rss() - before;
   assert.ok(grown < 40 * 1024 * 1024, `daemon grew by ${(grown / 1e6).toFixed(1)} MB during a 50 MB stdin`);

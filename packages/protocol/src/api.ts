@@ -235,9 +235,7 @@ export const SignalRequest = z
   })
   .strict();
 /** `encoding: 'base64'` for bytes that are not UTF-8 text (binary-safe); default `utf8`. */
-export const StdinRequest = z
-  .object({ data: z.string().default(''), close: z.boolean().optional(), encoding: z.enum(['utf8', 'base64']).optional() })
-  .strict();
+export const StdinRequest = z.object({ data: z.string().default(''), close: z.boolean().optional(), encoding: z.enum(['utf8', 'base64']).optional() }).strict();
 
 /** Answer of `PUT /processes/:pid/stdin` (a streamed body): bytes written to the process's stdin. */
 export interface StdinStreamResult {

@@ -11,13 +11,7 @@ import { putStdin, type StdinData } from './stdin.js';
  * streams back on the first. A command that exits before reading all of it is not an error
  * (like the reader of a shell pipe that stops early): the result is the command's.
  */
-export async function execWithStdin(
-  http: HttpClient,
-  sandboxId: string,
-  req: ExecRequest,
-  stdin: StdinData,
-  cb: OutputCallbacks,
-): Promise<ExecResult> {
+export async function execWithStdin(http: HttpClient, sandboxId: string, req: ExecRequest, stdin: StdinData, cb: OutputCallbacks): Promise<ExecResult> {
   const route = `/v1/sandboxes/${sandboxId}`;
   const res = await http.request('POST', `${route}/exec`, { json: { ...req, stdin: undefined, keepStdinOpen: true }, query: { stream: 1 } });
   let feeding: Promise<void> | undefined;

@@ -73,7 +73,8 @@ export class ProcessHandle {
    * as base64, so any bytes arrive intact). For large or streamed input use `writeStdin`.
    */
   async sendStdin(data: string | Uint8Array): Promise<void> {
-    const json = typeof data === 'string' ? { data } : { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64'), encoding: 'base64' };
+    const json =
+      typeof data === 'string' ? { data } : { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64'), encoding: 'base64' };
     await this.http.json('POST', `${this.base}/stdin`, { json });
   }
 
