@@ -28,6 +28,7 @@ export const SUITES = [
   'syscalls',
   'density',
   'cli',
+  'stdin',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -45,6 +46,8 @@ export const DEFAULT_ITERS = {
   spawn: 30,
   /** 100 MiB write/read repetitions. */
   files: 2,
+  /** 100 MiB streamed-stdin execs (each beside a host pipe of the same bytes). */
+  stdin: 3,
   /** RSS samples per measurement (200 ms apart). */
   rss: 5,
   /** Template creates of each kind: baked and cold (interleaved), then pooled. */

@@ -14,6 +14,7 @@
  *   node bench/dist/run.js workload --n workload=3          # agent commands (git, grep, tsc, npm ci, pip...) host vs sandbox
  *   node bench/dist/run.js syscalls --n syscalls=5          # per-call cost of getppid, lstat, open+close: host vs sandbox
  *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
+ *   node bench/dist/run.js stdin --n stdin=3                # exec stdin (what warren exec -i streams) vs a host pipe
  *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
@@ -44,6 +45,7 @@ import { runWorkload } from './suites/workload.js';
 import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
+import { runStdin } from './suites/stdin.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
@@ -64,6 +66,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   syscalls: runSyscalls,
   cli: runCli,
   density: runDensity,
+  stdin: runStdin,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -83,6 +86,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   syscalls: ['syscalls (host vs sandbox)'],
   cli: ['cli'],
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
+  stdin: ['stdin'],
 };
 
 function usage(msg?: string, code = 2): never {
