@@ -7,6 +7,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
+import http from 'node:http';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -73,6 +74,33 @@ test('warren exec -i passes the exit code, and without -i stdin is not read', T,
   const without = await cliWithInput(['printf', 'abc'], ['exec', sbx.id, '--', 'wc', '-c']);
   assert.equal(without.code, 0);
   assert.equal(without.stdout.trim(), '0');
+});
+
+test('warren exec -i is interactive: each line reaches the command before the next is written', T, async () => {
+  const env = { ...process.env, WARREN_URL: d.url, WARREN_API_KEY: d.apiKey };
+  const script = 'read a; echo "got $a"; read b; echo "got $b"';
+  const cli = spawn(path.join(REPO, 'bin/warren'), ['exec', '-i', sbx.id, '--', 'bash', '-c', script], { env, stdio: ['pipe', 'pipe', 'inherit'] });
+  let stdout = '';
+  const seen = (text: string) =>
+    new Promise<void>((resolve, reject) => {
+      const check = () => stdout.includes(text) && resolve();
+      cli.stdout.on('data', (b: Buffer) => {
+        stdout += b.toString();
+        check();
+      });
+      cli.on('close', () => reject(new Error(`the CLI ended before printing '${text}': ${stdout}`)));
+      check();
+    });
+  const exited = new Promise<number | null>((resolve) => cli.on('close', resolve));
+  try {
+    cli.stdin.write('one\n');
+    await seen('got one\n'); // the answer to the first line, with stdin still open
+    cli.stdin.end('two\n');
+    assert.equal(await exited, 0);
+    assert.equal(stdout, 'got one\ngot two\n');
+  } finally {
+    cli.kill();
+  }
 });
 
 test('binary stdin: all 256 byte values through cat, streamed and as base64 JSON', T, async () => {
@@ -153,6 +181,24 @@ test('stdin to an exited process is a clear 409, and bad stdin requests are 400s
   assert.equal(await open.writeStdin('kept', { close: false }), 4);
   assert.equal(await open.writeStdin(new Uint8Array(0)), 0);
   assert.equal((await open.wait()).stdout, 'kept');
+});
+
+test('a stdin body cut short (the client went away) closes stdin: the command sees EOF', T, async () => {
+  const proc = await sbx.exec(['cat'], { background: true, keepStdinOpen: true });
+  const url = new URL(`${d.url}/v1/sandboxes/${sbx.id}/processes/${proc.pid}/stdin`);
+  const req = http.request(url, { method: 'PUT', headers: { authorization: `Bearer ${d.apiKey}`, 'transfer-encoding': 'chunked' } });
+  req.on('error', () => undefined); // destroyed below on purpose
+  req.write('a'.repeat(1000));
+  try {
+    // The bytes go on before the body ends (a command may answer each line before the next
+    // comes): once cat has echoed them they went all the way. Then the client dies mid-body.
+    await eventually(async () => (await proc.output()).stdout.length === 1000 || undefined, 30_000, 'cat to echo the first bytes');
+  } finally {
+    req.destroy();
+  }
+  const r = await proc.wait();
+  assert.equal(r.exitCode, 0);
+  assert.equal(r.stdout, 'a'.repeat(1000));
 });
 
 test('the daemon keeps no copy of a streamed stdin: its memory stays flat over 50 MB', T, async () => {

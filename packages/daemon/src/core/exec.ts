@@ -133,7 +133,7 @@ export class ExecService {
    * failed_precondition when the process has exited or closed its stdin.
    */
   async streamStdin(id: string, pid: number, source: AsyncIterable<Uint8Array>, close: boolean): Promise<StdinStreamResult> {
-    return upload(await this.sandboxes.guest(id, 'processes'), 'proc.stdinStream', { pid, close }, source);
+    return upload(await this.sandboxes.guest(id, 'processes'), 'proc.stdinStream', { pid, close }, source, { eager: true });
   }
 
   async signal(id: string, pid: number, signal: string): Promise<void> {

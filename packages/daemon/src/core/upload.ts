@@ -19,17 +19,40 @@ export async function upload<K extends UploadOp>(
   op: K,
   params: GuestOps[K]['params'],
   source: AsyncIterable<Uint8Array>,
+  opts: { eager?: boolean } = {},
 ): Promise<GuestOps[K]['result']> {
   const { id: stream, result } = client.call(op, params);
   let failed: Error | undefined;
   result.catch((err: Error) => (failed = err));
+  const chunks = source[Symbol.asyncIterator]();
+  // As a for-await's break would: stop reading, the rest of the body is discarded (lingerOnUnreadBody).
+  const release = () => void chunks.return?.().catch(() => undefined);
   try {
     // HTTP bodies arrive in socket-read pieces (up to 64 KiB); gathering them into full
     // frames means a quarter of the frames, and the agent writes in bigger steps.
     let batch: Buffer[] = [];
     let batched = 0;
-    for await (const chunk of source) {
+    const pull = () => {
+      const p = chunks.next();
+      // Left pending when the loop stops early; a body that fails afterwards is nobody's error.
+      p.catch(() => undefined);
+      return p;
+    };
+    let next = pull();
+    for (;;) {
+      // `eager` (stdin): what has come goes as soon as the body has nothing more at hand,
+      // since a command may answer each line before the client sends the next one.
+      const got = opts.eager && batched > 0 ? await Promise.race([next, turn()]) : await next;
       if (failed) break;
+      if (got === IDLE) {
+        await client.sendData(stream, batch);
+        batch = [];
+        batched = 0;
+        continue;
+      }
+      if (got.done) break;
+      next = pull();
+      const chunk = got.value;
       batch.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
       batched += chunk.byteLength;
       if (batched >= MAX_FRAME_PAYLOAD) {
@@ -41,7 +64,9 @@ export async function upload<K extends UploadOp>(
       }
     }
     if (batched && !failed) await client.sendData(stream, batch);
+    if (failed) release();
   } catch (err) {
+    release();
     client.notify('cancel', { stream });
     // When the agent refused the stream, its reason beats the sender's "stream closed".
     throw failed ?? err;
@@ -49,6 +74,13 @@ export async function upload<K extends UploadOp>(
   if (failed) throw failed;
   client.sendEnd(stream);
   return result;
+}
+
+const IDLE = Symbol('idle');
+
+/** Resolves after the event loop's current turn: a body chunk already at hand comes first. */
+function turn(): Promise<typeof IDLE> {
+  return new Promise((resolve) => setImmediate(() => resolve(IDLE)));
 }
 
 /** Splits a list of buffers at byte `n` without copying. */
