@@ -5,23 +5,14 @@
  */
 import { spawn } from 'node:child_process';
 import { randomFillSync } from 'node:crypto';
-import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { Context } from '../context.js';
 import { RawRunsc } from '../raw.js';
+import { chunks } from './files.js';
 
 const SUITE = 'stdin';
 const SIZE = 100 * 1024 * 1024;
 const MIB = SIZE / (1024 * 1024);
-const CHUNK = 1024 * 1024;
-
-function chunks(buf: Buffer): Readable {
-  return Readable.from(
-    (function* () {
-      for (let at = 0; at < buf.length; at += CHUNK) yield buf.subarray(at, at + CHUNK);
-    })(),
-  );
-}
 
 /** The host baseline: the bytes into a local `cat > /dev/null` through a pipe, until it exits. */
 async function hostPipe(data: Buffer): Promise<number> {
@@ -56,41 +47,11 @@ export async function runStdin(ctx: Context): Promise<void> {
   for (let i = 0; i < reps; i++) rawIn.push((await raw.stdioThroughput(SIZE)).inMs);
 
   const tput = (v: number[]) => v.map((t) => MIB / (t / 1000));
-  const r = ctx.report;
-  r.add({
-    key: 'host-pipe',
-    suite: SUITE,
-    label: 'host: 100 MiB → pipe → cat > /dev/null',
-    unit: 'MiB/s',
-    values: tput(host),
-    isBaseline: true,
-    higherIsBetter: true,
-  });
-  r.add({
-    key: 'raw-stdin-cat',
-    suite: SUITE,
-    label: 'raw runsc: 100 MiB host → sandbox stdin (node)',
-    unit: 'MiB/s',
-    values: tput(rawIn),
-    isBaseline: true,
-    higherIsBetter: true,
-  });
-  r.add({
-    key: 'exec-stdin',
-    suite: SUITE,
-    label: "exec('cat > /dev/null', {stdin: stream of 1 MiB chunks}), start to exit",
-    unit: 'MiB/s',
-    values: tput(viaExec),
-    baseline: 'host-pipe',
-    higherIsBetter: true,
-  });
-  r.add({
-    key: 'exec-stdin-vs-raw',
-    suite: SUITE,
-    label: 'exec stdin vs raw runsc stdin',
-    unit: 'MiB/s',
-    values: tput(viaExec),
-    baseline: 'raw-stdin-cat',
-    higherIsBetter: true,
-  });
+  const rows = [
+    { key: 'host-pipe', label: 'host: 100 MiB → pipe → cat > /dev/null', values: tput(host), isBaseline: true },
+    { key: 'raw-stdin-cat', label: 'raw runsc: 100 MiB host → sandbox stdin (node)', values: tput(rawIn), isBaseline: true },
+    { key: 'exec-stdin', label: "exec('cat > /dev/null', {stdin: stream of 1 MiB chunks}), start to exit", values: tput(viaExec), baseline: 'host-pipe' },
+    { key: 'exec-stdin-vs-raw', label: 'exec stdin vs raw runsc stdin', values: tput(viaExec), baseline: 'raw-stdin-cat' },
+  ];
+  for (const row of rows) ctx.report.add({ suite: SUITE, unit: 'MiB/s', higherIsBetter: true, ...row });
 }
