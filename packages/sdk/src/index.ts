@@ -3,6 +3,7 @@ export { Snapshots } from './snapshots.js';
 export type { SnapshotInfo, ForkResult, NetworkPolicy, NetworkPolicyView, CredentialRule, EgressEntry } from '@warren/protocol';
 export { Files, type FileOptions, type WriteData } from './files.js';
 export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
+export type { StdinData } from './stdin.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';
 export * from './errors.js';
 export type { ExecResult, SandboxInfo, FileStat, ProcessInfo, ProcessOutput, Resources } from '@warren/protocol';
