@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A short tour: create a sandbox, run commands, move a file in and out, remove it; then a
+# A short tour: create a sandbox, run commands, move a file and a directory in and out, pipe
+# stdin to a command, open a terminal, remove it; then a
 # template with a running server: build it, bake it, and create from a warm pool; then the
 # whole machine: fork a running sandbox into copies, hibernate one and wake it with a call.
 set -euo pipefail
@@ -41,6 +42,24 @@ log "a command that exits non-zero passes its exit code through"
 set +e
 $w exec "$id" -- bash -c 'echo failing >&2; exit 3'
 echo "  exit code: $?"
+set -e
+
+log "a directory tree in and back out (cp -r keeps modes, symlinks and times); stdin piped to a command (exec -i)"
+tree=$(mktemp -d)
+mkdir -p "$tree/proj/src" && echo 'print("from the tree")' >"$tree/proj/src/main.py"
+printf '#!/bin/sh\necho "built $(ls src | wc -l) file(s) in $(pwd)"\n' >"$tree/proj/build.sh" && chmod 755 "$tree/proj/build.sh"
+ln -s src/main.py "$tree/proj/main.py"
+$w cp -r "$tree/proj" "$id:/home/user/proj"
+$w exec "$id" --cwd /home/user/proj -- ./build.sh
+printf 'one\ntwo\nthree\n' | $w exec -i "$id" -- wc -l
+$w cp -r "$id:/home/user/proj" "$tree/back"
+diff -r --no-dereference "$tree/proj" "$tree/back" && echo "  round trip: identical"
+rm -rf "$tree"
+
+log "a terminal (warren shell: interactive on a TTY; here its keystrokes come from a pipe)"
+set +e
+printf 'echo "on $(tty), $(stty size) cells"; exit 4\n' | $w shell "$id" -- bash --norc -i 2>&1 | tr -d '\r' | grep -o 'on /dev/pts.*cells'
+echo "  exit code of the shell: ${PIPESTATUS[1]}"
 set -e
 
 log "list, then remove"
