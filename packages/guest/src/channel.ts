@@ -231,6 +231,7 @@ export class Channel {
 
 export class OutgoingStream {
   private window = new SendWindow();
+  private abortHandlers: Array<() => void> = [];
   aborted = false;
 
   constructor(
@@ -257,9 +258,20 @@ export class OutgoingStream {
   }
 
   abort(): void {
+    if (this.aborted) return;
     this.aborted = true;
     this.channel.dropOutgoing(this.stream);
     this.window.wake();
+    for (const fn of this.abortHandlers.splice(0)) fn();
+  }
+
+  /**
+   * Runs when the reader cancels the stream or the conversation ends (a sender with nothing
+   * to write, such as a quiet watch, would otherwise never look at `aborted`).
+   */
+  onAbort(fn: () => void): void {
+    if (this.aborted) fn();
+    else this.abortHandlers.push(fn);
   }
 }
 

@@ -28,6 +28,7 @@ import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
 import { parseHints } from './connect-hints.js';
 import { writeLoopbackNames } from './hosts.js';
+import { startWatch } from './watch.js';
 
 function serve(): void {
   const spawner = new Spawner();
@@ -92,6 +93,7 @@ function serve(): void {
     'fs.mkdir': (p) => files.mkdir(p),
     'fs.move': (p) => files.move(p),
     'fs.remove': (p) => ({ removed: files.remove(p) }),
+    'fs.watch': (p, { channel, stream }) => startWatch(p, channel, stream),
   };
   const handle = (req: GuestRequest, channel: Channel): Promise<unknown> => dispatchGuestRequest(handlers, req, { channel });
 
