@@ -18,6 +18,7 @@ from .files import BinaryWriter, FileReader, Files, WriteData
 from .models import EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
 from .processes import ProcessHandle, Processes, ProcessStream
 from .sandbox import Command, Credentials, Sandbox, refuse_output_options
+from .watch import AsyncWatch
 
 T = TypeVar("T")
 AsyncOutputCallback = Optional[Callable[[str], Union[object, Awaitable[object]]]]
@@ -197,6 +198,10 @@ class AsyncFiles:
 
     async def list(self, path: str, depth: int | None = None, user: str | None = None) -> List[FileStat]:
         return await asyncio.to_thread(self.sync.list, path, depth, user)
+
+    async def watch(self, path: str, recursive: bool = False, user: str | None = None) -> AsyncWatch:
+        """See Files.watch: `async for event in await sbx.files.watch(...)`."""
+        return AsyncWatch(await asyncio.to_thread(self.sync.watch, path, recursive, user))
 
 
 def _pull_from_loop(source: AsyncIterable[bytes], loop: asyncio.AbstractEventLoop) -> Iterator[bytes]:

@@ -11,6 +11,7 @@ from urllib.parse import quote
 from .client import BLOCK_SIZE, Body, HttpClient, Response
 from .errors import WarrenError
 from .models import FileStat, WriteResult
+from .watch import Watch
 
 # str is written as UTF-8; a binary file object or an iterable of bytes is streamed.
 WriteData = Union[bytes, bytearray, memoryview, str, IO[bytes], IO[str], Iterable[bytes]]
@@ -151,6 +152,18 @@ class Files:
         """The entries of a directory, `depth` levels down (default 1)."""
         body = self._http.json("GET", f"{self._base}/list", query={"path": path, "depth": depth, "user": user})
         return [FileStat.from_wire(e) for e in body["entries"]]
+
+    def watch(self, path: str, recursive: bool = False, user: str | None = None) -> Watch:
+        """Watches a file or directory for changes made inside the sandbox; returns once the
+        watch is in place. Iterate it for WatchEvents; close it (or leave its `with` block)
+        when done: an open watch keeps the sandbox awake (docs/api.md).
+
+            with sbx.files.watch("/work", recursive=True) as w:
+                for event in w:
+                    print(event.type, event.path)
+        """
+        query = {"path": path, "recursive": 1 if recursive else None, "user": user}
+        return Watch(self._http.request("GET", f"{self._base}/watch", query=query))
 
 
 def _copy(reader: FileReader, dest: BinaryWriter) -> int:
