@@ -28,6 +28,7 @@ export const SUITES = [
   'syscalls',
   'density',
   'cli',
+  'watch',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -77,6 +78,8 @@ export const DEFAULT_ITERS = {
   density: 20,
   /** Hibernated records seeded into a bench daemon's registry (density suite). */
   records: 10_000,
+  /** Files created inside while a watch waits for their events (watch suite). */
+  watch: 100,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

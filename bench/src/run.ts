@@ -44,6 +44,7 @@ import { runWorkload } from './suites/workload.js';
 import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
+import { runWatch } from './suites/watch.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
@@ -64,6 +65,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   syscalls: runSyscalls,
   cli: runCli,
   density: runDensity,
+  watch: runWatch,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -83,6 +85,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   syscalls: ['syscalls (host vs sandbox)'],
   cli: ['cli'],
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
+  watch: ['watch'],
 };
 
 function usage(msg?: string, code = 2): never {
