@@ -231,3 +231,18 @@ test('killing the sandbox ends its watches', async () => {
   const err = await w.done;
   assert.ok(err instanceof UnavailableError || err instanceof NotFoundError, `expected the watch to end with an error, got ${String(err)}`);
 });
+
+test('an open watch keeps an idle sandbox awake and refuses an explicit hibernate; closed, it lets it hibernate', async () => {
+  const watched = await d.create({ idleSeconds: 2, ttlSeconds: 600 });
+  try {
+    const w = await watched.files.watch('/home/user');
+    await assert.rejects(watched.hibernate(), (e: WarrenError) => e.status === 409 && /in progress/.test(e.message));
+    // Well past idleSeconds and two heartbeats.
+    await sleep(12_000);
+    assert.equal((await watched.refresh()).state, 'running', 'a watched sandbox must not hibernate');
+    w.close();
+    await eventually(async () => (await watched.refresh()).state === 'hibernated', 30_000, 'hibernated once the watch was closed');
+  } finally {
+    await watched.kill();
+  }
+});
