@@ -60,9 +60,13 @@ for (const [cmd, want] of VERSIONS) {
 
 test('dev: the toolchains build and run something', { skip: SKIP }, async () => {
   // C through make, as a build would.
-  await run(`mkdir -p c && cd c && printf '#include <stdio.h>\\nint main(void){puts("c ok");return 0;}\\n' > m.c && printf 'm: m.c\\n\\tgcc -O2 -o m m.c\\n' > Makefile && make -s && ./m`);
+  await run(
+    `mkdir -p c && cd c && printf '#include <stdio.h>\\nint main(void){puts("c ok");return 0;}\\n' > m.c && printf 'm: m.c\\n\\tgcc -O2 -o m m.c\\n' > Makefile && make -s && ./m`,
+  );
   assert.match(await run('./c/m'), /c ok/);
-  await run(`mkdir -p g && cd g && printf 'package main\\nimport "fmt"\\nfunc main(){fmt.Println("go ok")}\\n' > main.go && go mod init example.com/g 2>/dev/null; go build -o hello . && ./hello`);
+  await run(
+    `mkdir -p g && cd g && printf 'package main\\nimport "fmt"\\nfunc main(){fmt.Println("go ok")}\\n' > main.go && go mod init example.com/g 2>/dev/null; go build -o hello . && ./hello`,
+  );
   assert.match(await run('./g/hello'), /go ok/);
   // A venv with pip inside, the way an agent sets up a Python project (no index reached).
   assert.match(await run('python3 -m venv v && ./v/bin/python -m pip --version && ./v/bin/python -c "import sys; print(sys.prefix)"'), /\/home\/user\/v/);

@@ -9,7 +9,17 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { MAX_WATCHES } from '@warren/protocol';
-import { NotFoundError, PermissionDeniedError, ResourceExhaustedError, UnavailableError, WarrenError, type FileWatch, type FileWatchEvent, type Sandbox, type WatchChange } from '@warren/sdk';
+import {
+  NotFoundError,
+  PermissionDeniedError,
+  ResourceExhaustedError,
+  UnavailableError,
+  type WarrenError,
+  type FileWatch,
+  type FileWatchEvent,
+  type Sandbox,
+  type WatchChange,
+} from '@warren/sdk';
 import { eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 let d: DaemonHandle;

@@ -17,7 +17,7 @@
  */
 import { lstatSync, readdirSync, watch as fsWatch, type FSWatcher, type Stats } from 'node:fs';
 import path from 'node:path';
-import { MAX_WATCHED_DIRS, MAX_WATCHES, WarrenError, type GuestOps, type WatchChange } from '@warren/protocol/wire';
+import { MAX_WATCHED_DIRS, MAX_WATCHES, WarrenError, type GuestOps } from '@warren/protocol/wire';
 import { asUser } from './as-user.js';
 import type { Channel, OutgoingStream } from './channel.js';
 import { lookupUser, requireTraversable, resolvePath, type UserIdentity } from './users.js';
