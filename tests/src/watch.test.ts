@@ -125,6 +125,15 @@ test('watching a file sees it replaced by rename (as editors save) and removed',
   w.close();
 });
 
+test('a symlink to a directory is watched as the directory, under the link', async () => {
+  await sh('mkdir -p /work/real && ln -sfn /work/real /work/link');
+  const { w, seen } = await watching('/work/link');
+  assert.equal(w.isDir, true);
+  await sh('touch /work/real/via-link');
+  await seen((e) => e.type === 'create' && e.path === '/work/link/via-link', 'create under the link path');
+  w.close();
+});
+
 test('no events after close; the iterator ends', async () => {
   await sh('mkdir -p /work/w5');
   const events: FileWatchEvent[] = [];

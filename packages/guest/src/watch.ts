@@ -15,7 +15,7 @@
  * one `rename` when the old name's inode shows up under a new name in the same read of the
  * kernel's events (libuv delivers one read's events in sequence, before any setImmediate).
  */
-import { lstatSync, readdirSync, watch as fsWatch, type FSWatcher, type Stats } from 'node:fs';
+import { lstatSync, readdirSync, statSync, watch as fsWatch, type FSWatcher, type Stats } from 'node:fs';
 import path from 'node:path';
 import { MAX_WATCHED_DIRS, MAX_WATCHES, WarrenError, type GuestOps } from '@warren/protocol/wire';
 import { asUser } from './as-user.js';
@@ -39,7 +39,8 @@ export function startWatch(params: GuestOps['fs.watch']['params'], channel: Chan
   const user = lookupUser(params.user);
   const abs = resolvePath(params.path, user);
   requireTraversable(abs, user);
-  const st = asUser(user, () => lstatSync(abs));
+  // Followed: a symlink to a directory is watched as that directory, under the link's path.
+  const st = asUser(user, () => statSync(abs));
   const w = new TreeWatch(user, abs, st.isDirectory(), params.recursive === true, channel.openOutgoing(stream));
   try {
     w.start();
