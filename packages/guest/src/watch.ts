@@ -64,6 +64,9 @@ class TreeWatch {
   private closed = false;
   private rootGone = false;
   private capHit = false;
+  /** Events of the current read, handled together (onEvents). */
+  private raw: Array<{ dir: string; kind: string; name: string }> = [];
+  private rawTimer?: NodeJS.Immediate;
 
   constructor(
     private user: UserIdentity,
@@ -78,15 +81,17 @@ class TreeWatch {
 
   /** Throws (permission, cap) before any event is sent; the caller closes. */
   start(): void {
-    if (!this.rootIsDir) {
-      // A file is watched through its directory, filtered to its name: editors save by
-      // writing a new file and renaming it over the old, which an inotify watch on the
-      // file's inode would stop seeing.
-      this.addDir(path.dirname(this.root), false);
-      this.remember(this.root);
-      return;
-    }
-    this.addDir(this.root, false);
+    asUser(this.user, () => {
+      if (!this.rootIsDir) {
+        // A file is watched through its directory, filtered to its name: editors save by
+        // writing a new file and renaming it over the old, which an inotify watch on the
+        // file's inode would stop seeing.
+        this.addDir(path.dirname(this.root), false);
+        this.remember(this.root);
+        return;
+      }
+      this.addDir(this.root, false);
+    });
   }
 
   close(): void {
@@ -97,10 +102,17 @@ class TreeWatch {
     watchedDirs -= this.watchers.size;
     this.watchers.clear();
     if (this.timer) clearTimeout(this.timer as NodeJS.Timeout);
+    if (this.rawTimer) clearImmediate(this.rawTimer);
     if (!this.out.aborted) this.out.abort();
   }
 
-  /** Watches `dir` and, for a recursive watch, the directories under it. */
+  /**
+   * Watches `dir` and, for a recursive watch, the directories under it. Like every method
+   * below that touches the file system, it runs inside asUser (start, onEvents): one
+   * identity switch per batch, not per file, since each switch is a signal to every thread
+   * of the agent through the Sentry (opening a recursive watch on 2,000 files took 14.5 s as
+   * user and 0.27 s as root when each lstat switched on its own).
+   */
   private addDir(dir: string, announce: boolean): void {
     if (this.closed || this.watchers.has(dir)) return;
     if (watchedDirs >= MAX_WATCHED_DIRS) {
@@ -112,10 +124,8 @@ class TreeWatch {
     // Listed first, as the user: the Sentry does not check read permission when adding an
     // inotify watch, and the events would tell the user the names inside a directory it may
     // not list. A file's directory is only watched for the file's own name.
-    const { names, watcher } = asUser(this.user, () => ({
-      names: this.rootIsDir ? readdirSync(dir) : [],
-      watcher: fsWatch(dir, { persistent: false, encoding: 'utf8' }, onEvent),
-    }));
+    const names = this.rootIsDir ? readdirSync(dir) : [];
+    const watcher = fsWatch(dir, { persistent: false, encoding: 'utf8' }, onEvent);
     watcher.on('error', () => this.dropDir(dir));
     this.watchers.set(dir, watcher);
     watchedDirs++;
@@ -128,7 +138,6 @@ class TreeWatch {
       if (announce) this.changes.add({ type: 'create', path: child, isDir: st.isDirectory() });
       if (this.recursive && st.isDirectory()) this.tryAddDir(child, announce);
     }
-    if (announce) this.schedule();
   }
 
   /** A subdirectory the user may not read is left out, not an error. */
@@ -153,10 +162,10 @@ class TreeWatch {
     }
   }
 
-  /** lstat as the user, keeping the inode for move pairing; undefined when gone or hidden. */
+  /** lstat (as the user), keeping the inode for move pairing; undefined when gone or hidden. */
   private remember(p: string): Stats | undefined {
     try {
-      const st = asUser(this.user, () => lstatSync(p));
+      const st = lstatSync(p);
       this.seen.set(p, { ino: st.ino, dir: st.isDirectory() });
       return st;
     } catch {
@@ -164,15 +173,37 @@ class TreeWatch {
     }
   }
 
+  /**
+   * Kept until the end of this read of the kernel's events (setImmediate runs after libuv has
+   * delivered all of them), then handled together as the user: the read may hold both names
+   * of a move.
+   */
   private onEvent(dir: string, kind: string, name: string | Buffer | null): void {
     if (this.closed || name === null) return;
-    const full = path.join(dir, String(name));
+    this.raw.push({ dir, kind, name: String(name) });
+    this.rawTimer ??= setImmediate(() => this.onEvents());
+  }
+
+  private onEvents(): void {
+    this.rawTimer = undefined;
+    const batch = this.raw;
+    this.raw = [];
+    if (this.closed) return;
+    asUser(this.user, () => {
+      for (const e of batch) this.handle(e.dir, e.kind, e.name);
+    });
+    this.settleGone(); // names gone with no new name in this read
+    this.schedule();
+  }
+
+  private handle(dir: string, kind: string, name: string): void {
+    if (this.closed) return;
+    const full = path.join(dir, name);
     if (!this.rootIsDir && full !== this.root) return; // a file watch sees its own name only
     const st = this.remember(full);
     if (!st && this.watchers.has(dir) && !this.remember(dir)) {
       // The watched directory itself went (libuv names it by its own basename).
       this.lost(dir);
-      this.schedule();
       return;
     }
     if (kind === 'change') {
@@ -183,9 +214,6 @@ class TreeWatch {
       this.gone.push({ path: full, ino: was?.ino, isDir });
       this.seen.delete(full);
       if (isDir) this.dropDir(full);
-      // Settled after the rest of this read of events, which may hold the new name.
-      if (!this.timer) this.timer = setImmediate(() => this.flush());
-      return;
     } else {
       const moved = this.gone.findIndex((g) => g.ino !== undefined && g.ino === st.ino && g.path !== full);
       const isDir = st.isDirectory();
@@ -197,7 +225,6 @@ class TreeWatch {
       }
       if (isDir && this.recursive && this.rootIsDir) this.tryAddDir(full, true);
     }
-    this.schedule();
   }
 
   /** A watched directory was removed or moved away: its subtree is no longer watched. */
