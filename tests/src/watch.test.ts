@@ -265,3 +265,18 @@ test('an open watch keeps an idle sandbox awake and refuses an explicit hibernat
     await watched.kill();
   }
 });
+
+test('a recursive watch of / leaves out /proc, /sys and /dev and still reports changes', async () => {
+  const { w, events, seen } = await watching('/', true, 'root');
+  try {
+    await sh('mkdir -p /work/from-root && echo x > /work/from-root/f');
+    await seen((e) => e.path === '/work/from-root/f', 'a change deep under /');
+    assert.equal(
+      events.find((e) => e.type === 'overflow'),
+      undefined,
+      'the directory cap was not reached',
+    );
+  } finally {
+    w.close();
+  }
+});

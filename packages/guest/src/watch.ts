@@ -28,6 +28,12 @@ const THROTTLE_MS = 25;
 /** Changed paths kept for a reader that does not keep up; past it the reader gets `overflow`. */
 const MAX_PENDING_PATHS = 10_000;
 
+/**
+ * Kernel file systems a recursive watch does not descend into: their entries change without
+ * inotify events, and /proc alone has thousands of directories that would use up the cap.
+ */
+const NOT_DESCENDED = new Set(['/proc', '/sys', '/dev']);
+
 /** Directories watched by all watches of this sandbox (MAX_WATCHED_DIRS). */
 let watchedDirs = 0;
 const open = new Set<TreeWatch>();
@@ -136,7 +142,7 @@ class TreeWatch {
       // Entries made before the watch on a new directory was in place: reported, since no
       // event will come for them (a duplicate create is harmless).
       if (announce) this.changes.add({ type: 'create', path: child, isDir: st.isDirectory() });
-      if (this.recursive && st.isDirectory()) this.tryAddDir(child, announce);
+      if (this.recursive && st.isDirectory() && !NOT_DESCENDED.has(child)) this.tryAddDir(child, announce);
     }
   }
 
