@@ -32,7 +32,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # runsc must come from bookworm-backports: bookworm's own build is an old ptrace-only one.
   apt-get install -y -qq -t bookworm-backports runsc >/dev/null
-  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd >/dev/null
+  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd tmux >/dev/null
 fi
 log "runsc: $(runsc --version | head -1)"
 

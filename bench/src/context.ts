@@ -28,6 +28,7 @@ export const SUITES = [
   'syscalls',
   'density',
   'cli',
+  'terminal',
   'watch',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
@@ -78,6 +79,8 @@ export const DEFAULT_ITERS = {
   density: 20,
   /** Hibernated records seeded into a bench daemon's registry (density suite). */
   records: 10_000,
+  /** Keystrokes timed per row of the terminal suite (and round trips of each floor). */
+  terminal: 200,
   /** Files created inside while a watch waits for their events (watch suite). */
   watch: 100,
 };

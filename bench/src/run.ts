@@ -15,6 +15,7 @@
  *   node bench/dist/run.js syscalls --n syscalls=5          # per-call cost of getppid, lstat, open+close: host vs sandbox
  *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
  *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
+ *   node bench/dist/run.js terminal --n terminal=200        # keystroke echo through a terminal vs in-sandbox pipe and pty
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
  *   BENCH_SPAWN_HOST=1 node bench/dist/run.js spawn        # spawn table on the host too
@@ -44,6 +45,7 @@ import { runWorkload } from './suites/workload.js';
 import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
+import { runTerminal } from './suites/terminal.js';
 import { runWatch } from './suites/watch.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
@@ -65,6 +67,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   syscalls: runSyscalls,
   cli: runCli,
   density: runDensity,
+  terminal: runTerminal,
   watch: runWatch,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
@@ -85,6 +88,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   syscalls: ['syscalls (host vs sandbox)'],
   cli: ['cli'],
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
+  terminal: ['terminal'],
   watch: ['watch'],
 };
 

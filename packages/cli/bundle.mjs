@@ -38,7 +38,8 @@ await build({
   platform: 'node',
   target: 'node20',
   format: 'cjs',
-  external: ['@warren/daemon', '@warren/mcp'],
+  // ws: loaded by the SDK only when a terminal opens (warren shell), from node_modules.
+  external: ['@warren/daemon', '@warren/mcp', 'ws'],
   plugins: [onUse, versionInline],
   minify: false,
   logLevel: 'warning',

@@ -14,6 +14,7 @@ import { registerMachineCommands } from './machine.js';
 import { registerNetworkCommands } from './network.js';
 import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 import { cliVersion } from './version.js';
+import { registerShellCommand } from './shell.js';
 
 /** Every command, as `warren` has them. */
 export function buildProgram(): Command {
@@ -245,6 +246,7 @@ export function buildProgram(): Command {
   registerWarmCommands(program);
   registerUsageCommands(program);
   registerLogCommands(program);
+  registerShellCommand(program);
   return program;
 }
 

@@ -38,6 +38,8 @@ import { TemplateService } from './templates/service.js';
 import { LogFile } from './storage/log-file.js';
 import { ToolService } from './tools/service.js';
 import { acquireHomeLock } from './lock.js';
+import { TerminalService } from './core/terminals.js';
+import { terminalUpgrade } from './api/terminal-socket.js';
 
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -155,6 +157,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   const snapshots = new SnapshotService(registry, images, sandboxes, log);
   const exec = new ExecService(sandboxes);
   const files = new FileService(sandboxes);
+  const terminals = new TerminalService(sandboxes);
 
   const builder = new TemplateBuilder({
     templatesDir: config.templatesDir,
@@ -207,6 +210,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     version: VERSION,
     runsc,
     selfUrl: () => loopbackUrl(config.host, listeningPort),
+    terminals,
   });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
@@ -224,7 +228,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   });
   const port = (server.address() as AddressInfo).port;
   listeningPort = port;
-  server.on('upgrade', portUpgrade(ports, log));
+  server.on('upgrade', terminalUpgrade({ registry, terminals, log }, portUpgrade(ports, log)));
   const url = `http://${config.host}:${port}`;
   log.info({ url, home: config.home, version: VERSION }, 'warren daemon listening');
 

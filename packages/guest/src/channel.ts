@@ -262,13 +262,12 @@ export class OutgoingStream {
     this.aborted = true;
     this.channel.dropOutgoing(this.stream);
     this.window.wake();
-    for (const fn of this.abortHandlers.splice(0)) fn();
+    const handlers = this.abortHandlers;
+    this.abortHandlers = [];
+    for (const fn of handlers) fn();
   }
 
-  /**
-   * Runs when the reader cancels the stream or the conversation ends (a sender with nothing
-   * to write, such as a quiet watch, would otherwise never look at `aborted`).
-   */
+  /** Runs when the reader cancels the stream or the conversation ends (a reader that was waiting for nothing). */
   onAbort(fn: () => void): void {
     if (this.aborted) fn();
     else this.abortHandlers.push(fn);

@@ -28,11 +28,13 @@ import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
 import { parseHints } from './connect-hints.js';
 import { writeLoopbackNames } from './hosts.js';
+import { Terminals } from './terminals.js';
 import { startWatch } from './watch.js';
 
 function serve(): void {
   const spawner = new Spawner();
   const processes = new ProcessTable(spawner);
+  const terminals = new Terminals(spawner, processes);
   // The channel of the daemon's latest conversation: egress tunnels go to that daemon.
   let daemon: Channel | undefined;
   const tunnels = new Tunnels(() => daemon);
@@ -44,7 +46,7 @@ function serve(): void {
       daemon = channel;
       return { version: GUEST_PROTOCOL_VERSION, agentPid: process.pid, hostname: os.hostname() };
     },
-    ping: () => ({ now: Date.now(), busy: processes.busyCount() }),
+    ping: () => ({ now: Date.now(), busy: processes.busyCount() + terminals.busyCount() }),
     configure: async (p) => {
       processes.configure(p.env, p.pidsLimit, { user: p.defaultUser, cwd: p.defaultCwd });
       // init sets the hostname while the agent writes /etc/hosts: two processes, no waiting in turn.
@@ -93,6 +95,25 @@ function serve(): void {
     'fs.mkdir': (p) => files.mkdir(p),
     'fs.move': (p) => files.move(p),
     'fs.remove': (p) => ({ removed: files.remove(p) }),
+    'term.open': (p) => terminals.open(p),
+    'term.input': (p) => {
+      terminals.input(p);
+      return {};
+    },
+    'term.resize': (p) => {
+      terminals.resize(p);
+      return {};
+    },
+    'term.signal': (p) => {
+      terminals.signal(p);
+      return {};
+    },
+    'term.kill': async (p) => {
+      await terminals.kill(p);
+      return {};
+    },
+    'term.attach': (p, { channel, stream }) => terminals.attach(p, channel, stream),
+    'term.list': () => ({ terminals: terminals.list() }),
     'fs.watch': (p, { channel, stream }) => startWatch(p, channel, stream),
   };
   const handle = (req: GuestRequest, channel: Channel): Promise<unknown> => dispatchGuestRequest(handlers, req, { channel });

@@ -10,7 +10,7 @@ import { MAX_FRAME_PAYLOAD, MAX_MESSAGE_PAYLOAD, OutputStream, WarrenError, type
 import { lookupUser, requireAccess, requireTraversable, resolvePath, type UserIdentity } from './users.js';
 import type { Channel } from './channel.js';
 import { OutputTail } from './tail.js';
-import type { ExitStatus, Spawner } from './spawner.js';
+import type { ExitStatus, SpawnRequest, Spawner } from './spawner.js';
 import { DEFAULT_COMMAND_ENV } from './default-env.js';
 
 const OUTPUT_DIR = '/run/warren/procs';
@@ -66,27 +66,11 @@ export class ProcessTable {
   }
 
   async start(params: GuestOps['exec']['params'], channel: Channel, stream: number): Promise<number> {
-    const user = lookupUser(params.user ?? this.defaults.user);
     if (!params.argv && !params.cmd) throw new WarrenError('invalid_argument', 'give cmd or argv');
     const command = params.argv ?? ['/bin/bash', '-c', params.cmd ?? ''];
     if (command.length === 0 || command[0] === '') throw new WarrenError('invalid_argument', 'argv must name a program');
-    const cwd = checkCwd(resolvePath(params.cwd ?? this.defaults.cwd ?? user.home, user), user);
-    const env: Record<string, string> = {
-      PATH: BASE_PATH,
-      HOME: user.home,
-      USER: user.name,
-      LOGNAME: user.name,
-      SHELL: user.shell,
-      LANG: 'C.UTF-8',
-      TERM: 'xterm-256color',
-      ...DEFAULT_COMMAND_ENV,
-      ...this.sandboxEnv,
-      ...(params.env ?? {}),
-    };
-    // RLIMIT_NPROC is the per-user process cap gVisor enforces inside the sandbox; set on the
-    // command only, a fork bomb fails its own forks with EAGAIN instead of exhausting the
-    // sandbox. warren-init sets it in the child, with no shell in between.
-    const child = await this.spawner.spawn({ argv: command, env, cwd, uid: user.uid, gid: user.gid, nproc: this.pidsLimit });
+    const { user, ...setup } = this.commandSetup(params);
+    const child = await this.spawner.spawn({ argv: command, ...setup });
     const pid = child.pid;
     const tracked: Tracked = {
       info: {
@@ -155,6 +139,31 @@ export class ProcessTable {
       finish();
     });
     return pid;
+  }
+
+  /**
+   * Who runs a command, where, with which environment and process cap: the same for exec and
+   * terminals (terminals.ts), from the call's options, the template's defaults and configure.
+   */
+  commandSetup(params: { user?: string; cwd?: string; env?: Record<string, string> }): Omit<SpawnRequest, 'argv'> & { user: UserIdentity } {
+    const user = lookupUser(params.user ?? this.defaults.user);
+    const cwd = checkCwd(resolvePath(params.cwd ?? this.defaults.cwd ?? user.home, user), user);
+    const env: Record<string, string> = {
+      PATH: BASE_PATH,
+      HOME: user.home,
+      USER: user.name,
+      LOGNAME: user.name,
+      SHELL: user.shell,
+      LANG: 'C.UTF-8',
+      TERM: 'xterm-256color',
+      ...DEFAULT_COMMAND_ENV,
+      ...this.sandboxEnv,
+      ...(params.env ?? {}),
+    };
+    // RLIMIT_NPROC is the per-user process cap gVisor enforces inside the sandbox; set on the
+    // command only, a fork bomb fails its own forks with EAGAIN instead of exhausting the
+    // sandbox. warren-init sets it in the child, with no shell in between.
+    return { user, env, cwd, uid: user.uid, gid: user.gid, nproc: this.pidsLimit };
   }
 
   list(): ProcessInfo[] {

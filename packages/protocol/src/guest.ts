@@ -5,6 +5,7 @@
  */
 import { WarrenError, type ErrorCode } from './errors.js';
 import type { FileStat, ProcessInfo, ProcessOutput } from './api.js';
+import type { TerminalInfo, TerminalOpenParams } from './terminals.js';
 
 export const GUEST_PROTOCOL_VERSION = 1;
 
@@ -137,6 +138,23 @@ export interface GuestOps {
     params: { forwards: TcpForward[]; connectHints?: ConnectHint[] };
     result: { forwards: Array<TcpForward & { address: string; error?: string }> };
   };
+  /** Terminals (docs/terminals.md): a command on a pseudo-terminal, kept by the agent. */
+  'term.open': { params: TerminalOpenParams; result: TerminalInfo };
+  /** `data`: base64 bytes for the terminal (keystrokes are not always UTF-8). */
+  'term.input': { params: { id: string; data: string }; result: Record<string, never> };
+  'term.resize': { params: { id: string; cols: number; rows: number }; result: Record<string, never> };
+  /** To the terminal's foreground process group, as the key that sends it would. */
+  'term.signal': { params: { id: string; signal: string }; result: Record<string, never> };
+  /** Kills the command and all it started; a finished terminal is dropped from the list. */
+  'term.kill': { params: { id: string }; result: Record<string, never> };
+  /**
+   * Output from `offset` (the oldest kept byte if older, default: all kept) as Data frames on
+   * stream id = request id, with credit; at the command's exit an 'exit' event, then End.
+   * `offset` in the result is where the replay starts. Cancel detaches. `follow: false`:
+   * only what is kept now, then End (with the exit event first if it has exited).
+   */
+  'term.attach': { params: { id: string; offset?: number; follow?: boolean }; result: { terminal: TerminalInfo; offset: number } };
+  'term.list': { params: Record<string, never>; result: { terminals: TerminalInfo[] } };
   /**
    * Watches a file or directory (with `recursive`, the whole tree under it) as `user`. After
    * the answer, events travel as NDJSON lines (WatchEvent) in Data frames on stream id =

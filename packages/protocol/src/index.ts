@@ -7,3 +7,5 @@ export * from './credit.js';
 export * from './templates.js';
 export * from './validation.js';
 export * from './tools.js';
+export * from './terminals.js';
+export * from './terminal-requests.js';

@@ -5,3 +5,4 @@ export * from './guest.js';
 export * from './frames.js';
 export * from './credit.js';
 export type { FileStat, FileType, ProcessInfo, ProcessOutput, WatchChange, WatchEvent } from './api.js';
+export * from './terminals.js';

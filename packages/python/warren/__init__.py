@@ -35,6 +35,7 @@ from .errors import (
     error_from_body,
 )
 from .files import BinaryWriter, FileReader, Files, WriteData
+from .terminals import Terminal, TerminalInfo, TerminalOutput, Terminals
 from .models import (
     ApiKeyUsage,
     BakeInfo,
@@ -147,6 +148,10 @@ __all__ = [
     "UsageReport",
     "UsageTotal",
     "WriteResult",
+    "Terminal",
+    "TerminalInfo",
+    "TerminalOutput",
+    "Terminals",
     "Watch",
     "AsyncWatch",
     "WatchEvent",

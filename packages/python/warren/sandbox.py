@@ -10,6 +10,7 @@ from .errors import CommandError, InternalError, InvalidArgumentError, NotFoundE
 from .files import Files
 from .models import CredentialRule, EgressEntry, ExecResult, NetworkPolicy, Resources, SandboxInfo, SnapshotInfo
 from .processes import OutputCallback, Processes, ProcessHandle, ProcessStream
+from .terminals import Terminals
 
 Command = Union[str, Sequence[str]]
 Credentials = Sequence[Union[CredentialRule, Mapping[str, Any]]]
@@ -53,6 +54,8 @@ class Sandbox:
         # The same object under the name other sandbox SDKs use.
         self.filesystem = self.files
         self.processes = Processes(http, info.id)
+        #: Terminals: `sandbox.pty.create(cols=..., rows=...)` (terminals.py).
+        self.pty = Terminals(http, info.id)
 
     def __repr__(self) -> str:
         return f"Sandbox(id={self.id!r}, state={self._info.state!r})"

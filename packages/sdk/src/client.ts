@@ -134,6 +134,14 @@ export class HttpClient {
     }
   }
 
+  /** URL (ws: or wss:) and headers for a WebSocket to the daemon (terminals: pty.ts). */
+  socketTarget(route: string, query: URLSearchParams = new URLSearchParams()): { url: string; headers: Record<string, string> } {
+    const url = new URL(this.url + route);
+    url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
+    url.search = query.toString();
+    return { url: url.toString(), headers: this.headersFor() };
+  }
+
   private urlFor(route: string, query: Record<string, string | number | undefined> = {}): URL {
     const url = new URL(this.url + route);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));

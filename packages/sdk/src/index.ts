@@ -19,3 +19,5 @@ export type { LogEntry, LogLevel, LogsResponse } from '@warren/protocol';
 export { Toolset, bestOf, type ToolsetOptions, type AttemptOutcome } from './tools.js';
 export type { ToolResult, BashOutput, EditOutput, ToolFailure, ToolFormat, AnthropicToolSchema, OpenAiToolSchema } from '@warren/protocol';
 export type { HealthInfo, RunscInfo } from '@warren/protocol';
+export { Pty, PtyHandle, type PtyCreateOptions, type PtyConnectOptions, type PtyOutputOptions } from './pty.js';
+export type { TerminalInfo } from '@warren/protocol';

@@ -21,6 +21,7 @@ import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError, InternalError } from './errors.js';
 import { Files } from './files.js';
 import { consumeExecStream, ProcessHandle, Processes, type OutputCallbacks } from './processes.js';
+import { Pty } from './pty.js';
 
 export interface ExecOptions extends OutputCallbacks {
   cwd?: string;
@@ -56,6 +57,8 @@ export interface ForkOptions {
 export class Sandbox {
   readonly files: Files;
   readonly processes: Processes;
+  /** Terminals: `sbx.pty.create({ cols, rows, onData })` (pty.ts). */
+  readonly pty: Pty;
 
   private constructor(
     private http: HttpClient,
@@ -63,6 +66,7 @@ export class Sandbox {
   ) {
     this.files = new Files(http, current.id);
     this.processes = new Processes(http, current.id);
+    this.pty = new Pty(http, current.id);
   }
 
   get id(): string {

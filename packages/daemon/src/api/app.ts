@@ -33,6 +33,8 @@ import { toolCallRoutes, toolSchemaRoutes } from './routes/tools.js';
 import type { ToolService } from '../tools/service.js';
 import type { LogFile } from '../storage/log-file.js';
 import { mcpRoutes } from './routes/mcp.js';
+import { terminalRoutes } from './routes/terminals.js';
+import type { TerminalService } from '../core/terminals.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -57,6 +59,7 @@ export interface ApiDeps {
   runsc: RunscInfo;
   /** This daemon's API on loopback (known once it listens): where `/mcp`'s tools send their calls. */
   selfUrl: () => string;
+  terminals: TerminalService;
 }
 
 export function buildApp(deps: ApiDeps): Hono<AuthVars> {
@@ -99,5 +102,6 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
   app.route('/mcp', mcpRoutes(deps.selfUrl));
+  app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
   return app;
 }

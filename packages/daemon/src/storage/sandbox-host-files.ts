@@ -1,7 +1,7 @@
 /**
  * The host files sandboxes see, and the read-only views they see them through.
  *
- * A sandbox mounts the guest agent, warren-init, the connect helper and the node binary
+ * A sandbox mounts the guest agent, warren-init, the connect and terminal helpers and the node binary
  * (and a build step also the host's resolv.conf), and its root filesystem's lower layer is
  * its template's rootfs. The daemon keeps its own copies of the small files in
  * `$WARREN_HOME/guest` (read-write for the daemon) and hands sandboxes only paths inside two
@@ -18,7 +18,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, realpathSync, renameSyn
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import path from 'node:path';
-import { AGENT_FILE, AGENT_PATH, CONNECT_HELPER_FILE, GUEST_NODE_PATH, INIT_FILE } from '../drivers/gvisor/bundle.js';
+import { AGENT_FILE, AGENT_PATH, CONNECT_HELPER_FILE, GUEST_NODE_PATH, INIT_FILE, PTY_HELPER_FILE } from '../drivers/gvisor/bundle.js';
 import { ensureReadOnlyView, inspectView, readMountTable, removeView, type ViewStatus } from './read-only-views.js';
 
 const require = createRequire(import.meta.url);
@@ -111,6 +111,7 @@ export class SandboxHostFiles {
     for (const [file, name] of [
       [require.resolve('@warren/guest/agent'), AGENT_FILE],
       [require.resolve('@warren/guest/init'), INIT_FILE],
+      [require.resolve('@warren/guest/pty'), PTY_HELPER_FILE],
     ] as const) {
       writeIfChanged(path.join(guestDir, 'lib', name), readFileSync(file), 0o755);
     }

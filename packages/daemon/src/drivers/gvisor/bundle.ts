@@ -8,6 +8,8 @@ export const INIT_FILE = 'warren-init';
 export const AGENT_PATH = `${GUEST_LIB_DIR}/${AGENT_FILE}`;
 /** The name of CONNECT_HELPER_PATH (@warren/protocol) in the guest lib dir. */
 export const CONNECT_HELPER_FILE = 'connect';
+/** The name of PTY_HELPER_PATH (@warren/protocol) in the guest lib dir: terminals' helper. */
+export const PTY_HELPER_FILE = 'warren-pty';
 const INIT_PATH = `${GUEST_LIB_DIR}/${INIT_FILE}`;
 
 // Docker's default set plus SYS_PTRACE (debuggers and strace work inside). NET_RAW is left
