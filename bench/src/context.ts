@@ -29,6 +29,7 @@ export const SUITES = [
   'density',
   'cli',
   'terminal',
+  'dirs',
   'watch',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
@@ -47,6 +48,8 @@ export const DEFAULT_ITERS = {
   spawn: 30,
   /** 100 MiB write/read repetitions. */
   files: 2,
+  /** Upload and download rounds of the 5,000-file tree (dirs suite), each beside a local tar. */
+  dirs: 3,
   /** RSS samples per measurement (200 ms apart). */
   rss: 5,
   /** Template creates of each kind: baked and cold (interleaved), then pooled. */

@@ -46,6 +46,7 @@ import { runSyscalls } from './suites/syscalls.js';
 import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
 import { runTerminal } from './suites/terminal.js';
+import { runDirs } from './suites/dirs.js';
 import { runWatch } from './suites/watch.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
@@ -68,6 +69,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   cli: runCli,
   density: runDensity,
   terminal: runTerminal,
+  dirs: runDirs,
   watch: runWatch,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
@@ -89,6 +91,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   cli: ['cli'],
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
   terminal: ['terminal'],
+  dirs: ['dirs'],
   watch: ['watch'],
 };
 
@@ -144,7 +147,8 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
         k === 'egressbulk' ||
         k === 'egressconc' ||
         k === 'idle' ||
-        k === 'workload'
+        k === 'workload' ||
+        k === 'dirs'
         ? 2
         : k === 'density'
           ? 1

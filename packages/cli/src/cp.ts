@@ -14,11 +14,17 @@ export function parseSide(arg: string): Side {
   return sandbox && path ? { sandbox, path } : { path: arg };
 }
 
-export async function copy(src: string, dst: string, user?: string): Promise<number> {
+/** Both sides of a copy; exactly one must be in a sandbox. */
+export function parseSides(src: string, dst: string): { from: Side; to: Side } {
   const from = parseSide(src);
   const to = parseSide(dst);
   if (from.sandbox && to.sandbox) throw new Error('copy between two sandboxes is not supported; copy through the host');
   if (!from.sandbox && !to.sandbox) throw new Error('one side must be a sandbox path, written ID:/path');
+  return { from, to };
+}
+
+export async function copy(src: string, dst: string, user?: string): Promise<number> {
+  const { from, to } = parseSides(src, dst);
   if (to.sandbox) {
     const st = await stat(from.path);
     if (!st.isFile()) throw new Error(`${from.path} is not a regular file`);

@@ -5,6 +5,7 @@
 import { Command, Option } from 'commander';
 import { Sandbox, WarrenError } from '@warren/sdk';
 import { copy } from './cp.js';
+import { copyDir } from './cp-dir.js';
 import { registerTemplateCommands } from './template.js';
 import { registerWarmCommands } from './warm.js';
 import { registerUsageCommands } from './usage.js';
@@ -191,11 +192,16 @@ export function buildProgram(): Command {
 
   program
     .command('cp')
-    .description('copy a file between the host and a sandbox (ID:/path on one side; - as host destination is stdout)')
+    .description('copy a file, or with -r a directory, between the host and a sandbox (ID:/path on one side; - as host destination is stdout)')
     .argument('<src>')
     .argument('<dst>')
     .option('--user <user>', 'act as this user inside the sandbox')
-    .action(async (src: string, dst: string, opts: { user?: string }) => {
+    .option('-r, --recursive', 'copy a directory tree (as tar; modes, symlinks and times kept)')
+    .action(async (src: string, dst: string, opts: { user?: string; recursive?: boolean }) => {
+      if (opts.recursive) {
+        process.stderr.write(`${await copyDir(src, dst, opts.user)}\n`);
+        return;
+      }
       const bytes = await copy(src, dst, opts.user);
       if (dst !== '-') process.stderr.write(`copied ${bytes} bytes\n`);
     });

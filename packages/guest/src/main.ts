@@ -24,6 +24,7 @@ import { Channel } from './channel.js';
 import { ProcessTable } from './processes.js';
 import { Spawner } from './spawner.js';
 import * as files from './files.js';
+import * as dirs from './dirs.js';
 import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
 import { parseHints } from './connect-hints.js';
@@ -86,6 +87,11 @@ function serve(): void {
     },
     'file.write': (p, { channel, stream }) => files.write(p, channel, stream),
     'net.connect': (p, { channel, stream }) => tunnels.connect(p.port, channel, stream),
+    'dir.read': async (p, { channel, stream }) => {
+      (await dirs.read(p, spawner, channel, stream)).start(); // data follows this response, as file.read's
+      return {};
+    },
+    'dir.write': (p, { channel, stream }) => dirs.write(p, spawner, channel, stream),
     'net.forwards': (p) => {
       tunnels.setConnectHints(parseHints(p.connectHints));
       return forwards.apply(p.forwards);

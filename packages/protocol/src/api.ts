@@ -550,3 +550,38 @@ export interface PortUrl {
   url: string;
   expiresAt: string;
 }
+
+/**
+ * Directory uploads (PUT /files/dir, docs/files.md "Directories"): what happens when the
+ * destination already exists. `merge` (default, as `cp -r SRC/. DST` or `tar x -C DST`):
+ * entries are added, files and symlinks of the same name replaced, existing directories kept
+ * with their own mode; a directory against a non-directory is a conflict, found before
+ * anything moves. `replace`: the old directory goes, the new one takes its name. `error`: 409.
+ */
+export const DIR_EXISTS_POLICIES = ['merge', 'replace', 'error'] as const;
+export type DirExistsPolicy = (typeof DIR_EXISTS_POLICIES)[number];
+
+/** Result of a directory upload: where it landed and what the archive held. */
+export interface DirUploadResult {
+  path: string;
+  files: number;
+  directories: number;
+  symlinks: number;
+  hardlinks: number;
+  /** Bytes of file contents. */
+  bytes: number;
+}
+
+/** POST /files/batch: several files in one call; `data` is base64; mode as a number (0o644). */
+export const WriteManyRequest = z
+  .object({
+    files: z
+      .array(z.object({ path: z.string().min(1), data: z.string(), mode: z.number().int().min(0).max(0o7777).optional() }).strict())
+      .min(1)
+      .max(10000),
+  })
+  .strict();
+export type WriteManyRequest = z.infer<typeof WriteManyRequest>;
+export interface WriteManyResult {
+  files: Array<{ path: string; size: number }>;
+}

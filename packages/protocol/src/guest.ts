@@ -4,8 +4,8 @@
  * bytes (file contents, process output) travel in Data frames on a stream id.
  */
 import { WarrenError, type ErrorCode } from './errors.js';
-import type { FileStat, ProcessInfo, ProcessOutput } from './api.js';
 import type { TerminalInfo, TerminalOpenParams } from './terminals.js';
+import type { DirExistsPolicy, DirUploadResult, FileStat, ProcessInfo, ProcessOutput } from './api.js';
 
 export const GUEST_PROTOCOL_VERSION = 1;
 
@@ -155,6 +155,17 @@ export interface GuestOps {
    */
   'term.attach': { params: { id: string; offset?: number; follow?: boolean }; result: { terminal: TerminalInfo; offset: number } };
   'term.list': { params: Record<string, never>; result: { terminals: TerminalInfo[] } };
+  /**
+   * A directory as a tar stream (GNU tar run as the user): Data frames on stream id = request
+   * id after the result, then End; a failure of tar after the start is a 'stream-error'.
+   */
+  'dir.read': { params: { path: string; user?: string }; result: Record<string, never> };
+  /**
+   * Receives a tar stream as Data frames on stream id = request id; checked member by member
+   * (TarChecker), extracted as the user into a temporary directory beside `path`, and moved
+   * into place only once the whole archive checked out. The result comes after End.
+   */
+  'dir.write': { params: { path: string; user?: string; exists?: DirExistsPolicy }; result: DirUploadResult };
   /**
    * Watches a file or directory (with `recursive`, the whole tree under it) as `user`. After
    * the answer, events travel as NDJSON lines (WatchEvent) in Data frames on stream id =

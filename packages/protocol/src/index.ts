@@ -9,3 +9,5 @@ export * from './validation.js';
 export * from './tools.js';
 export * from './terminals.js';
 export * from './terminal-requests.js';
+export * from './tar-check.js';
+export * from './dir-place.js';

@@ -6,3 +6,6 @@ export * from './frames.js';
 export * from './credit.js';
 export type { FileStat, FileType, ProcessInfo, ProcessOutput, WatchChange, WatchEvent } from './api.js';
 export * from './terminals.js';
+export * from './tar-check.js';
+export type { DirExistsPolicy, DirUploadResult } from './api.js';
+export * from './dir-place.js';

@@ -12,10 +12,10 @@ import asyncio
 import inspect
 import os
 from collections.abc import AsyncIterable
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterator, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
 
 from .files import BinaryWriter, FileReader, Files, WriteData
-from .models import EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
+from .models import DirUploadResult, EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
 from .processes import ProcessHandle, Processes, ProcessStream
 from .sandbox import Command, Credentials, Sandbox, refuse_output_options
 from .watch import AsyncWatch
@@ -198,6 +198,15 @@ class AsyncFiles:
 
     async def list(self, path: str, depth: int | None = None, user: str | None = None) -> List[FileStat]:
         return await asyncio.to_thread(self.sync.list, path, depth, user)
+
+    async def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str, user: str | None = None, exists: str | None = None) -> DirUploadResult:
+        return await asyncio.to_thread(self.sync.upload_dir, local_dir, remote_dir, user, exists)
+
+    async def download_dir(self, remote_dir: str, local_dir: str | os.PathLike[str], user: str | None = None, exists: str = "merge") -> None:
+        await asyncio.to_thread(self.sync.download_dir, remote_dir, local_dir, user, exists)
+
+    async def write_many(self, entries: Iterable[Mapping[str, Any]], user: str | None = None) -> List[WriteResult]:
+        return await asyncio.to_thread(self.sync.write_many, entries, user)
 
     async def watch(self, path: str, recursive: bool = False, user: str | None = None) -> AsyncWatch:
         """See Files.watch: `async for event in await sbx.files.watch(...)`."""

@@ -3,14 +3,16 @@ asked for (`read`). Mirrors the TS SDK's files.ts."""
 
 from __future__ import annotations
 
+import base64
 import io
 import os
-from typing import IO, Any, Callable, Iterable, Iterator, List, Protocol, Union
+from typing import IO, Any, Callable, Iterable, Iterator, List, Mapping, Protocol, Union
 from urllib.parse import quote
 
 from .client import BLOCK_SIZE, Body, HttpClient, Response
+from .dirs import extract_dir, pack_dir
 from .errors import WarrenError
-from .models import FileStat, WriteResult
+from .models import DirUploadResult, FileStat, WriteResult
 from .watch import Watch
 
 # str is written as UTF-8; a binary file object or an iterable of bytes is streamed.
@@ -152,6 +154,46 @@ class Files:
         """The entries of a directory, `depth` levels down (default 1)."""
         body = self._http.json("GET", f"{self._base}/list", query={"path": path, "depth": depth, "user": user})
         return [FileStat.from_wire(e) for e in body["entries"]]
+
+    def upload_dir(self, local_dir: str | os.PathLike[str], remote_dir: str, user: str | None = None, exists: str | None = None) -> DirUploadResult:
+        """Uploads the local directory `local_dir` as `remote_dir`, streamed as tar (modes,
+        symlinks and times kept). The sandbox checks every member and extracts into a
+        temporary directory first: the upload appears whole, or not at all. An existing
+        `remote_dir` is merged into unless `exists` is 'replace' or 'error'.
+
+            sbx.files.upload_dir("./src", "/work/src")
+        """
+        query = {"path": remote_dir, "user": user, "exists": exists}
+        headers = {"Content-Type": "application/x-tar"}
+        return DirUploadResult.from_wire(self._http.json("PUT", f"{self._base}/dir", body=pack_dir(local_dir), query=query, headers=headers))
+
+    def download_dir(self, remote_dir: str, local_dir: str | os.PathLike[str], user: str | None = None, exists: str = "merge") -> None:
+        """Downloads the sandbox directory `remote_dir` to `local_dir`. The archive is checked
+        as it arrives (no absolute names, no `..`, no link leading outside) and extracted
+        beside `local_dir` first; nothing is written outside `local_dir`.
+
+            sbx.files.download_dir("/work/out", "./out")
+        """
+        response = self._http.request("GET", f"{self._base}/dir", query={"path": remote_dir, "user": user})
+        with FileReader(response, BLOCK_SIZE) as reader:
+            extract_dir(reader, local_dir, exists)
+
+    def write_many(self, entries: Iterable[Mapping[str, Any]], user: str | None = None) -> List[WriteResult]:
+        """Writes several files in one call, each created or replaced whole: entries are
+        {"path", "data" (bytes or str), "mode" (optional, e.g. 0o755)}. A failure names the
+        file; the ones before it stay written. At most 16 MiB in all.
+
+            sbx.files.write_many([{"path": "a.txt", "data": "A"}, {"path": "run.sh", "data": script, "mode": 0o755}])
+        """
+        files = []
+        for e in entries:
+            data = e["data"].encode("utf-8") if isinstance(e["data"], str) else bytes(e["data"])
+            item: dict[str, Any] = {"path": e["path"], "data": base64.b64encode(data).decode("ascii")}
+            if e.get("mode") is not None:
+                item["mode"] = e["mode"]
+            files.append(item)
+        body = self._http.json("POST", f"{self._base}/batch", json={"files": files}, query={"user": user})
+        return [WriteResult.from_wire(f) for f in body["files"]]
 
     def watch(self, path: str, recursive: bool = False, user: str | None = None) -> Watch:
         """Watches a file or directory for changes made inside the sandbox; returns once the

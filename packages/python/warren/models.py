@@ -159,6 +159,18 @@ class WriteResult(Model):
 
 
 @dataclass
+class DirUploadResult(Model):
+    """Where an upload landed and what the archive held (`bytes`: of file contents)."""
+
+    path: str = ""
+    files: int = 0
+    directories: int = 0
+    symlinks: int = 0
+    hardlinks: int = 0
+    bytes: int = 0
+
+
+@dataclass
 class SnapshotInfo(Model):
     id: str = ""
     sandbox_id: str = ""

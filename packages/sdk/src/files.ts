@@ -1,7 +1,8 @@
 /** Files inside a sandbox. Reads and writes stream; nothing is held whole in memory. */
 import { Readable } from 'node:stream';
-import type { FileStat } from '@warren/protocol';
+import type { DirExistsPolicy, DirUploadResult, FileStat, WriteManyResult } from '@warren/protocol';
 import type { HttpClient } from './client.js';
+import { extractDir, packDir, type DirProgress } from './dirs.js';
 import { openWatch, type FileWatch, type FileWatchEvent, type WatchOptions } from './watch.js';
 
 export interface FileOptions {
@@ -29,6 +30,14 @@ function viewStream(bytes: Uint8Array): ReadableStream<Uint8Array> {
       at += VIEW_BYTES;
     },
   });
+}
+
+/** Options of uploadDir and downloadDir. */
+export interface DirOptions extends FileOptions {
+  /** When the destination directory exists: 'merge' (default), 'replace' or 'error' (docs/files.md). */
+  exists?: DirExistsPolicy;
+  /** Called as bytes go (upload: bytes sent, files packed; download: bytes received, files extracted). */
+  onProgress?: (p: DirProgress) => void;
 }
 
 export class Files {
@@ -119,5 +128,46 @@ export class Files {
   /** Removes a file or a directory tree; false if it did not exist. */
   async remove(path: string, opts: FileOptions = {}): Promise<boolean> {
     return (await this.http.json<{ removed: boolean }>('DELETE', this.base, { query: { path, user: opts.user } })).removed;
+  }
+
+  /**
+   * Uploads the local directory `localDir` as `remoteDir` (streamed as tar; modes, symlinks and
+   * times kept). The sandbox checks every member and extracts into a temporary directory
+   * first: the upload appears whole, or not at all. An existing `remoteDir` is merged into
+   * unless `exists` says otherwise.
+   * @example await sbx.files.uploadDir('./src', '/work/src')
+   */
+  uploadDir(localDir: string, remoteDir: string, opts: DirOptions = {}): Promise<DirUploadResult> {
+    const body = Readable.toWeb(packDir(localDir, opts.onProgress)) as unknown as BodyInit;
+    return this.http.json('PUT', `${this.base}/dir`, {
+      body,
+      query: { path: remoteDir, user: opts.user, exists: opts.exists },
+      headers: { 'content-type': 'application/x-tar' },
+    });
+  }
+
+  /**
+   * Downloads the sandbox directory `remoteDir` to `localDir`. The archive is checked as it
+   * arrives (no absolute names, no `..`, no link leading outside) and extracted beside
+   * `localDir` first; nothing is written outside `localDir`.
+   * @example await sbx.files.downloadDir('/work/out', './out')
+   */
+  async downloadDir(remoteDir: string, localDir: string, opts: DirOptions = {}): Promise<void> {
+    const body = await this.http.download(`${this.base}/dir`, { path: remoteDir, user: opts.user });
+    await extractDir(body, localDir, opts.exists, opts.onProgress);
+  }
+
+  /**
+   * Writes several files in one call, one after another, each created or replaced whole.
+   * A failure names the file; the ones before it stay written. At most 16 MiB in all.
+   * @example await sbx.files.writeMany([{ path: 'a.txt', data: 'A' }, { path: '/work/run.sh', data: script, mode: 0o755 }])
+   */
+  async writeMany(entries: Array<{ path: string; data: string | Uint8Array; mode?: number }>, opts: FileOptions = {}): Promise<WriteManyResult> {
+    const files = entries.map((e) => ({
+      path: e.path,
+      data: Buffer.from(typeof e.data === 'string' ? Buffer.from(e.data, 'utf8') : e.data).toString('base64'),
+      ...(e.mode === undefined ? {} : { mode: e.mode }),
+    }));
+    return this.http.json('POST', `${this.base}/batch`, { json: { files }, query: { user: opts.user } });
   }
 }

@@ -21,3 +21,6 @@ export type { ToolResult, BashOutput, EditOutput, ToolFailure, ToolFormat, Anthr
 export type { HealthInfo, RunscInfo } from '@warren/protocol';
 export { Pty, PtyHandle, type PtyCreateOptions, type PtyConnectOptions, type PtyOutputOptions } from './pty.js';
 export type { TerminalInfo } from '@warren/protocol';
+export type { DirOptions } from './files.js';
+export type { DirProgress } from './dirs.js';
+export { extractDir, packDir } from './dirs.js';

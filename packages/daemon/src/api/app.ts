@@ -19,6 +19,7 @@ import type { EgressLog } from '../network/audit.js';
 import { portForwarding, portRoutes, type PortDeps } from './routes/ports.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
+import { dirRoutes } from './routes/dirs.js';
 import { watchRoutes } from './routes/watch.js';
 import { WatchService } from '../core/watch.js';
 import { templateRoutes } from './routes/templates.js';
@@ -79,6 +80,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   // File uploads stream and are limited by the sandbox's disk size instead.
   app.use('/v1/*', async (c, next) => {
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
+    if (c.req.method === 'PUT' && c.req.path.endsWith('/files/dir')) return next();
     return bodyLimit({
       maxSize: MAX_JSON_BODY_BYTES,
       onError: () => {
@@ -100,6 +102,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', toolCallRoutes(deps.tools, deps.sandboxes));
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
+  app.route('/v1/sandboxes', dirRoutes(deps.files, deps.sandboxes));
   app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
   app.route('/mcp', mcpRoutes(deps.selfUrl));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));

@@ -8,18 +8,18 @@ import { jsonBody, parse } from '../errors.js';
 import { bodyChunks } from '../body.js';
 import { webStreamOf } from '../web-stream.js';
 
-function pathQuery(c: Context): string {
+export function pathQuery(c: Context): string {
   const p = c.req.query('path');
   if (!p) throw new WarrenError('invalid_argument', 'query parameter "path" is required');
   return p;
 }
 
-function userQuery(c: Context): string | undefined {
+export function userQuery(c: Context): string | undefined {
   return c.req.query('user') || undefined;
 }
 
 /** Counts bytes as they pass and fails the upload once it exceeds the sandbox's disk size. */
-async function* limited(body: AsyncIterable<Uint8Array>, maxBytes: number): AsyncIterable<Uint8Array> {
+export async function* limited(body: AsyncIterable<Uint8Array>, maxBytes: number): AsyncIterable<Uint8Array> {
   let total = 0;
   for await (const chunk of body) {
     total += chunk.byteLength;
