@@ -30,6 +30,7 @@ export const SUITES = [
   'cli',
   'terminal',
   'dirs',
+  'stdin',
   'watch',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
@@ -50,6 +51,8 @@ export const DEFAULT_ITERS = {
   files: 2,
   /** Upload and download rounds of the 5,000-file tree (dirs suite), each beside a local tar. */
   dirs: 3,
+  /** 100 MiB streamed-stdin execs (each beside a host pipe of the same bytes). */
+  stdin: 3,
   /** RSS samples per measurement (200 ms apart). */
   rss: 5,
   /** Template creates of each kind: baked and cold (interleaved), then pooled. */

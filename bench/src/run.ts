@@ -14,6 +14,7 @@
  *   node bench/dist/run.js workload --n workload=3          # agent commands (git, grep, tsc, npm ci, pip...) host vs sandbox
  *   node bench/dist/run.js syscalls --n syscalls=5          # per-call cost of getppid, lstat, open+close: host vs sandbox
  *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
+ *   node bench/dist/run.js stdin --n stdin=3                # exec stdin (what warren exec -i streams) vs a host pipe
  *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
  *   node bench/dist/run.js terminal --n terminal=200        # keystroke echo through a terminal vs in-sandbox pipe and pty
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
@@ -47,6 +48,7 @@ import { runCli } from './suites/cli.js';
 import { runDensity } from './suites/density.js';
 import { runTerminal } from './suites/terminal.js';
 import { runDirs } from './suites/dirs.js';
+import { runStdin } from './suites/stdin.js';
 import { runWatch } from './suites/watch.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
@@ -70,6 +72,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   density: runDensity,
   terminal: runTerminal,
   dirs: runDirs,
+  stdin: runStdin,
   watch: runWatch,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
@@ -92,6 +95,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   density: ['density (running)', 'density (hibernated)', 'density (registry)'],
   terminal: ['terminal'],
   dirs: ['dirs'],
+  stdin: ['stdin'],
   watch: ['watch'],
 };
 

@@ -16,7 +16,8 @@ const SIZE = 100 * 1024 * 1024;
 const MIB = SIZE / (1024 * 1024);
 const CHUNK = 1024 * 1024;
 
-function chunks(buf: Buffer): Readable {
+/** `buf` as a stream of 1 MiB views (also the stdin suite's source). */
+export function chunks(buf: Buffer): Readable {
   return Readable.from(
     (function* () {
       for (let at = 0; at < buf.length; at += CHUNK) yield buf.subarray(at, at + CHUNK);

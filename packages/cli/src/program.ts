@@ -176,9 +176,11 @@ export function buildProgram(): Command {
     .option('--user <user>', 'run as this user (default user; root is allowed)')
     .option('--cwd <dir>', "working directory (default the user's home)")
     .option('--env <k=v>', 'environment variable, repeatable', collect, [])
-    .action(async (id: string, command: string[], opts: { timeout?: number; user?: string; cwd?: string; env: string[] }) => {
+    .option('-i, --interactive', "stream this command's stdin to the command, closing it at EOF (without -i stdin is not read)")
+    .action(async (id: string, command: string[], opts: { timeout?: number; user?: string; cwd?: string; env: string[]; interactive?: boolean }) => {
       const sbx = await Sandbox.connect(id);
       const r = await sbx.exec(command, {
+        stdin: opts.interactive ? process.stdin : undefined,
         timeoutSeconds: opts.timeout,
         user: opts.user,
         cwd: opts.cwd,

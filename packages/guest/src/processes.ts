@@ -214,13 +214,19 @@ export class ProcessTable {
   }
 
   writeStdin(params: GuestOps['proc.stdin']['params']): void {
-    const t = this.get(params.pid);
+    const stdin = this.openStdin(params.pid);
+    if (params.data) stdin.write(params.encoding === 'base64' ? Buffer.from(params.data, 'base64') : params.data);
+    if (params.close) stdin.end();
+  }
+
+  /** The stdin pipe of a running process, still open for writing. */
+  openStdin(pid: number): Socket {
+    const t = this.get(pid);
     const stdin = t.stdin;
     // Writes after exit would vanish without an error (stdin is destroyed then); say so.
-    if (!t.info.running) throw new WarrenError('failed_precondition', `process ${params.pid} has already exited`);
-    if (stdin.writableEnded || stdin.destroyed) throw new WarrenError('failed_precondition', `stdin of process ${params.pid} is closed`);
-    if (params.data) stdin.write(params.data);
-    if (params.close) stdin.end();
+    if (!t.info.running) throw new WarrenError('failed_precondition', `process ${pid} has already exited`);
+    if (stdin.writableEnded || stdin.destroyed) throw new WarrenError('failed_precondition', `stdin of process ${pid} is closed`);
+    return stdin;
   }
 
   /**

@@ -170,7 +170,11 @@ export const ExecRequest = z
     background: z.boolean().optional(),
     /** A label for background processes, shown in process listings. */
     tag: z.string().max(128).optional(),
-    /** Keep stdin open (background processes only) so it can be written later. */
+    /**
+     * Keep stdin open so it can be written later (POST or PUT /processes/:pid/stdin): for
+     * background processes, and for a streamed foreground exec (`?stream=1`), whose pid comes
+     * in the `start` event.
+     */
     keepStdinOpen: z.boolean().optional(),
   })
   .strict()
@@ -255,7 +259,13 @@ export const SignalRequest = z
       .default('SIGTERM'),
   })
   .strict();
-export const StdinRequest = z.object({ data: z.string().default(''), close: z.boolean().optional() }).strict();
+/** `encoding: 'base64'` for bytes that are not UTF-8 text (binary-safe); default `utf8`. */
+export const StdinRequest = z.object({ data: z.string().default(''), close: z.boolean().optional(), encoding: z.enum(['utf8', 'base64']).optional() }).strict();
+
+/** Answer of `PUT /processes/:pid/stdin` (a streamed body): bytes written to the process's stdin. */
+export interface StdinStreamResult {
+  bytes: number;
+}
 
 export type FileType = 'file' | 'directory' | 'symlink' | 'other';
 export interface FileStat {

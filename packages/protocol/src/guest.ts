@@ -108,7 +108,8 @@ export interface GuestOps {
   'proc.output': { params: { pid: number; stdoutOffset?: number; stderrOffset?: number; maxBytes?: number }; result: ProcessOutput };
   /** Stream a process's output from the given offsets and its exit (stream id = request id). */
   'proc.subscribe': { params: { pid: number; stdoutOffset?: number; stderrOffset?: number }; result: { pid: number } };
-  'proc.stdin': { params: { pid: number; data: string; close?: boolean }; result: Record<string, never> };
+  /** `encoding: 'base64'`: `data` is base64 of the bytes to write (binary-safe); else UTF-8 text. */
+  'proc.stdin': { params: { pid: number; data: string; close?: boolean; encoding?: 'utf8' | 'base64' }; result: Record<string, never> };
   'proc.signal': { params: { pid: number; signal: string }; result: Record<string, never> };
   /** Drops a finished process from the table, with its kept output. */
   'proc.forget': { params: { pid: number }; result: Record<string, never> };
@@ -177,6 +178,14 @@ export interface GuestOps {
   credit: { params: { stream: number; bytes: number }; result: Record<string, never> };
   /** Abort a stream (reader went away). */
   cancel: { params: { stream: number }; result: Record<string, never> };
+  /**
+   * Streams bytes into a process's stdin: Data frames on stream id = request id, written to
+   * its pipe as they come (credit is granted as the pipe takes them), End finishes and closes
+   * stdin when `close`; the result (bytes written) comes after End. Refused at once with
+   * failed_precondition when the process has exited or its stdin is closed, and answered early
+   * with it when the process exits mid-stream. A cancel closes stdin too when `close`.
+   */
+  'proc.stdinStream': { params: { pid: number; close?: boolean }; result: { bytes: number } };
 }
 
 export type GuestOp = keyof GuestOps;

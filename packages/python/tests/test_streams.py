@@ -82,10 +82,19 @@ class Exec(StreamCase):
 
     def test_a_shell_command_and_every_option_go_in_the_body(self) -> None:
         self.exec_replies(EXIT)
-        self.sbx.exec("cd /work && ls", timeout_seconds=5, cwd="/tmp", env={"A": "1"}, user="root", stdin=b"in\n")
+        self.sbx.exec("cd /work && ls", timeout_seconds=5, cwd="/tmp", env={"A": "1"}, user="root", stdin="in\n")
         self.assertEqual(
             self.fake.requests[-1].json(), {"cmd": "cd /work && ls", "timeoutSeconds": 5, "cwd": "/tmp", "env": {"A": "1"}, "user": "root", "stdin": "in\n"}
         )
+
+    def test_bytes_stdin_follows_the_start_on_its_own_streamed_request(self) -> None:
+        # Bytes are not text: they go raw to the process named by the start event, never in the JSON.
+        self.exec_replies({"type": "start", "pid": 7}, {"type": "stdout", "data": "ok"}, EXIT)
+        self.fake.route("PUT", "/v1/sandboxes/sb-1/processes/7/stdin", Reply(json={"bytes": 2}))
+        self.assertEqual(self.sbx.exec("cat", stdin=b"\x00\xff").stdout, "ok")
+        start, put = self.fake.requests
+        self.assertEqual((start.query, start.json()), ({"stream": "1"}, {"cmd": "cat", "keepStdinOpen": True}))
+        self.assertEqual((put.query, put.body), ({"close": "1"}, b"\x00\xff"))
 
     def test_check_raises_command_error_carrying_the_result(self) -> None:
         self.exec_replies({"type": "stderr", "data": "l1\nl2\nl3\nl4\n"}, {**EXIT, "exitCode": 2})
@@ -203,7 +212,8 @@ class Processes(StreamCase):
         h.signal()
         h.kill()
         bodies = [r.json() for r in self.fake.requests]
-        self.assertEqual(bodies, [{"data": "hi\n"}, {"data": "é"}, {"data": "", "close": True}, {"signal": "SIGTERM"}, {"signal": "SIGKILL"}])
+        # Bytes go as base64: any bytes arrive intact, not only UTF-8.
+        self.assertEqual(bodies, [{"data": "hi\n"}, {"data": "w6k=", "encoding": "base64"}, {"data": "", "close": True}, {"signal": "SIGTERM"}, {"signal": "SIGKILL"}])
         out = h.output(stdout_offset=0)
         self.assertEqual((out.stdout, out.stdout_offset, out.running, out.exit_code), ("o", 1, True, None))
         [p] = self.sbx.processes.list()

@@ -65,6 +65,7 @@ from .models import (
 from .processes import Processes, ProcessHandle, ProcessStream
 from .sandbox import Sandbox
 from .snapshots import Snapshots
+from .stdin import StdinData
 from .templates import Template
 from .tools import Attempt, AsyncToolset, Toolset, async_best_of, best_of, tool_schemas
 from .usage import get_usage
@@ -88,6 +89,7 @@ __all__ = [
     "Processes",
     "ProcessHandle",
     "ProcessStream",
+    "StdinData",
     "AsyncFiles",
     "AsyncFileReader",
     "AsyncProcesses",

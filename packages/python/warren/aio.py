@@ -18,6 +18,7 @@ from .files import BinaryWriter, FileReader, Files, WriteData
 from .models import DirUploadResult, EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
 from .processes import ProcessHandle, Processes, ProcessStream
 from .sandbox import Command, Credentials, Sandbox, refuse_output_options
+from .stdin import StdinData
 from .watch import AsyncWatch
 
 T = TypeVar("T")
@@ -113,6 +114,10 @@ class AsyncProcessHandle:
     async def close_stdin(self) -> None:
         await asyncio.to_thread(self.sync.close_stdin)
 
+    async def write_stdin(self, data: AsyncStdinData, close: bool = True) -> int:
+        """See ProcessHandle.write_stdin; also takes an async iterable of bytes."""
+        return await asyncio.to_thread(self.sync.write_stdin, _blocking_stdin(data, asyncio.get_running_loop()), close)
+
     async def signal(self, signal: str = "SIGTERM") -> None:
         await asyncio.to_thread(self.sync.signal, signal)
 
@@ -156,6 +161,12 @@ class AsyncFileReader:
 
 
 AsyncWriteData = Union[WriteData, AsyncIterable[bytes]]
+AsyncStdinData = Union[StdinData, AsyncIterable[bytes]]
+
+
+def _blocking_stdin(data: AsyncStdinData, loop: asyncio.AbstractEventLoop) -> StdinData:
+    """Stdin the sync client can read in its worker thread (an async iterable is pulled from the loop)."""
+    return _pull_from_loop(data, loop) if isinstance(data, AsyncIterable) else data
 
 
 class AsyncFiles:
@@ -315,7 +326,7 @@ class AsyncSandbox:
         cwd: str | None = ...,
         env: Mapping[str, str] | None = ...,
         user: str | None = ...,
-        stdin: str | bytes | None = ...,
+        stdin: AsyncStdinData | None = ...,
         on_stdout: AsyncOutputCallback = ...,
         on_stderr: AsyncOutputCallback = ...,
         background: Literal[False] = ...,
@@ -330,7 +341,7 @@ class AsyncSandbox:
         cwd: str | None = ...,
         env: Mapping[str, str] | None = ...,
         user: str | None = ...,
-        stdin: str | bytes | None = ...,
+        stdin: AsyncStdinData | None = ...,
         background: Literal[True],
         tag: str | None = ...,
         keep_stdin_open: bool = ...,
@@ -345,15 +356,16 @@ class AsyncSandbox:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
-        stdin: str | bytes | None = None,
+        stdin: AsyncStdinData | None = None,
         on_stdout: AsyncOutputCallback = None,
         on_stderr: AsyncOutputCallback = None,
         background: bool = False,
         tag: str | None = None,
         keep_stdin_open: bool = False,
     ) -> ExecResult | AsyncProcessHandle:
-        """See Sandbox.exec; on_stdout/on_stderr may be coroutine functions."""
+        """See Sandbox.exec; on_stdout/on_stderr may be coroutine functions, stdin an async iterable of bytes."""
         sbx = self.sync
+        sync_stdin = None if stdin is None else _blocking_stdin(stdin, asyncio.get_running_loop())
         if background:
             refuse_output_options(check, on_stdout, on_stderr)
             handle = await asyncio.to_thread(
@@ -366,14 +378,14 @@ class AsyncSandbox:
                     cwd=cwd,
                     env=env,
                     user=user,
-                    stdin=stdin,
+                    stdin=sync_stdin,
                 )
             )
             return AsyncProcessHandle(handle)
         loop = asyncio.get_running_loop()
         out, err = _on_loop(on_stdout, loop), _on_loop(on_stderr, loop)
         return await asyncio.to_thread(
-            lambda: sbx.exec(command, timeout_seconds=timeout_seconds, check=check, cwd=cwd, env=env, user=user, stdin=stdin, on_stdout=out, on_stderr=err)
+            lambda: sbx.exec(command, timeout_seconds=timeout_seconds, check=check, cwd=cwd, env=env, user=user, stdin=sync_stdin, on_stdout=out, on_stderr=err)
         )
 
     async def set_ttl(self, seconds: int) -> SandboxInfo:

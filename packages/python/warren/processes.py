@@ -3,12 +3,14 @@ stdin and signals. Mirrors the TS SDK's processes.ts."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Callable, List, Optional
 from urllib.parse import quote
 
 from .client import HttpClient, Response
 from .errors import UnavailableError, error_from_body
 from .models import ExecResult, OutputChunk, ProcessInfo, ProcessOutput
+from .stdin import StdinData, put_stdin
 
 OutputCallback = Optional[Callable[[str], object]]
 
@@ -18,8 +20,9 @@ class ProcessStream:
     OutputChunks; once the iteration ends, `result` is the ExecResult (with all the output).
     Closing it early (or leaving its `with` block) stops following; the process goes on."""
 
-    def __init__(self, response: Response) -> None:
+    def __init__(self, response: Response, on_start: Optional[Callable[[int], object]] = None) -> None:
         self._response = response
+        self._on_start = on_start
         self._events = response.iter_ndjson()
         self._stdout: list[str] = []
         self._stderr: list[str] = []
@@ -51,6 +54,8 @@ class ProcessStream:
                 raise error_from_body(500, {"error": event})
             if kind == "start":
                 self.pid = event.get("pid")
+                if self._on_start is not None and self.pid is not None:
+                    self._on_start(int(self.pid))
             # keepalive lines only keep idle connections open
         raise UnavailableError("unavailable", "the exec stream ended without an exit event (daemon restarted?)")
 
@@ -119,9 +124,24 @@ class ProcessHandle:
         return self.follow(stdout_offset, stderr_offset).consume(on_stdout, on_stderr)
 
     def send_stdin(self, data: str | bytes) -> None:
-        """Writes to the process's stdin (started with keep_stdin_open=True)."""
-        text = data.decode("utf-8") if isinstance(data, (bytes, bytearray)) else data
-        self._http.json("POST", f"{self._base}/stdin", json={"data": text})
+        """Writes a little to the process's stdin (started with keep_stdin_open=True): text,
+        or bytes (sent as base64, so any bytes arrive intact). For large or streamed input
+        use write_stdin."""
+        if isinstance(data, (bytes, bytearray, memoryview)):
+            body = {"data": base64.b64encode(data).decode("ascii"), "encoding": "base64"}
+        else:
+            body = {"data": data}
+        self._http.json("POST", f"{self._base}/stdin", json=body)
+
+    def write_stdin(self, data: StdinData, close: bool = True) -> int:
+        """Streams `data` (str, bytes, a file object or an iterable of bytes) into stdin as
+        the command reads it, then closes stdin unless close=False. Returns the bytes
+        written; FailedPreconditionError if the process has exited or closed its stdin.
+
+            with open("data.tar", "rb") as f:
+                proc.write_stdin(f)
+        """
+        return put_stdin(self._http, self._base, data, close)
 
     def close_stdin(self) -> None:
         self._http.json("POST", f"{self._base}/stdin", json={"data": "", "close": True})

@@ -9,8 +9,10 @@ from .client import HttpClient, get_client
 from .errors import CommandError, InternalError, InvalidArgumentError, NotFoundError
 from .files import Files
 from .models import CredentialRule, EgressEntry, ExecResult, NetworkPolicy, Resources, SandboxInfo, SnapshotInfo
+from .exec_stdin import exec_with_stdin
 from .processes import OutputCallback, Processes, ProcessHandle, ProcessStream
 from .terminals import Terminals
+from .stdin import StdinData
 
 Command = Union[str, Sequence[str]]
 Credentials = Sequence[Union[CredentialRule, Mapping[str, Any]]]
@@ -165,7 +167,7 @@ class Sandbox:
         cwd: str | None = ...,
         env: Mapping[str, str] | None = ...,
         user: str | None = ...,
-        stdin: str | bytes | None = ...,
+        stdin: StdinData | None = ...,
         on_stdout: OutputCallback = ...,
         on_stderr: OutputCallback = ...,
         background: Literal[False] = ...,
@@ -180,7 +182,7 @@ class Sandbox:
         cwd: str | None = ...,
         env: Mapping[str, str] | None = ...,
         user: str | None = ...,
-        stdin: str | bytes | None = ...,
+        stdin: StdinData | None = ...,
         background: Literal[True],
         tag: str | None = ...,
         keep_stdin_open: bool = ...,
@@ -195,7 +197,7 @@ class Sandbox:
         cwd: str | None = None,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
-        stdin: str | bytes | None = None,
+        stdin: StdinData | None = None,
         on_stdout: OutputCallback = None,
         on_stderr: OutputCallback = None,
         background: bool = False,
@@ -211,12 +213,23 @@ class Sandbox:
             r = sbx.exec("npm test", timeout_seconds=900)
             sbx.exec(["git", "status"], check=True)
         """
-        body = self._exec_body(command, timeout_seconds, cwd, env, user, stdin)
+        # Text goes in the request; bytes, file objects and iterables follow it (stdin.py).
+        streamed = stdin if stdin is not None and not isinstance(stdin, str) else None
+        body = self._exec_body(command, timeout_seconds, cwd, env, user, stdin if isinstance(stdin, str) else None)
         route = f"{self._route}/exec"
         if background:
             refuse_output_options(check, on_stdout, on_stderr)
-            body.update(_compact({"background": True, "tag": tag, "keepStdinOpen": keep_stdin_open or None}))
-            return ProcessHandle(self._http, self.id, int(self._http.json("POST", route, json=body)["pid"]))
+            keep_open = keep_stdin_open or streamed is not None
+            body.update(_compact({"background": True, "tag": tag, "keepStdinOpen": keep_open or None}))
+            handle = ProcessHandle(self._http, self.id, int(self._http.json("POST", route, json=body)["pid"]))
+            if streamed is not None:
+                handle.write_stdin(streamed, close=not keep_stdin_open)
+            return handle
+        if streamed is not None:
+            result = exec_with_stdin(self._http, self._route, body, streamed, on_stdout, on_stderr)
+            if check and (result.exit_code != 0 or result.timed_out):
+                raise CommandError(command if isinstance(command, str) else " ".join(command), result)
+            return result
         # Always the streaming form: its keepalives let commands run longer than any read
         # timeout, and output can be passed on as it comes.
         stream = ProcessStream(self._http.request("POST", route, json=body, query={"stream": 1}))
@@ -232,7 +245,7 @@ class Sandbox:
         cwd: str | None,
         env: Mapping[str, str] | None,
         user: str | None,
-        stdin: str | bytes | None,
+        stdin: str | None,
     ) -> dict[str, Any]:
         if isinstance(command, (bytes, bytearray)):
             raise InvalidArgumentError("invalid_argument", "command must be a str (run by bash) or a list of str (argv), not bytes")
@@ -243,7 +256,7 @@ class Sandbox:
                 "cwd": cwd,
                 "env": dict(env) if env is not None else None,
                 "user": user,
-                "stdin": stdin.decode("utf-8") if isinstance(stdin, (bytes, bytearray)) else stdin,
+                "stdin": stdin,
                 "timeoutSeconds": timeout_seconds,
             }
         )

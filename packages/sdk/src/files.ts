@@ -3,6 +3,7 @@ import { Readable } from 'node:stream';
 import type { DirExistsPolicy, DirUploadResult, FileStat, WriteManyResult } from '@warren/protocol';
 import type { HttpClient } from './client.js';
 import { extractDir, packDir, type DirProgress } from './dirs.js';
+import { uploadBody, type WriteData } from './upload-body.js';
 import { openWatch, type FileWatch, type FileWatchEvent, type WatchOptions } from './watch.js';
 
 export interface FileOptions {
@@ -10,27 +11,7 @@ export interface FileOptions {
   user?: string;
 }
 
-export type WriteData = string | Uint8Array | Readable | AsyncIterable<Uint8Array> | ReadableStream<Uint8Array>;
-
-/**
- * Bytes above this size are sent as a stream of views. fetch copies a Uint8Array body whole,
- * twice (about a second of CPU for 100 MiB here), and then writes it to the socket in one
- * piece; views of it cost no copy at all. The declared length keeps the daemon's early size
- * check, and the bytes must not change until the write settles.
- */
-const STREAM_BYTES_ABOVE = 1024 * 1024;
-const VIEW_BYTES = 256 * 1024;
-
-function viewStream(bytes: Uint8Array): ReadableStream<Uint8Array> {
-  let at = 0;
-  return new ReadableStream<Uint8Array>({
-    pull(controller) {
-      if (at >= bytes.byteLength) return controller.close();
-      controller.enqueue(bytes.subarray(at, at + VIEW_BYTES));
-      at += VIEW_BYTES;
-    },
-  });
-}
+export type { WriteData } from './upload-body.js';
 
 /** Options of uploadDir and downloadDir. */
 export interface DirOptions extends FileOptions {
@@ -76,15 +57,8 @@ export class Files {
    */
   async write(path: string, data: WriteData, opts: FileOptions & { mode?: number } = {}): Promise<{ size: number; path: string }> {
     const headers: Record<string, string> = { 'content-type': 'application/octet-stream' };
-    let body: BodyInit | (() => BodyInit);
-    if (typeof data === 'string' && data.length > STREAM_BYTES_ABOVE) data = Buffer.from(data, 'utf8');
-    if (data instanceof Uint8Array && data.byteLength > STREAM_BYTES_ABOVE) {
-      const bytes = data;
-      body = () => viewStream(bytes);
-      headers['content-length'] = String(bytes.byteLength);
-    } else if (typeof data === 'string' || data instanceof Uint8Array) body = data as BodyInit;
-    else if (data instanceof ReadableStream) body = data as BodyInit;
-    else body = Readable.toWeb(data instanceof Readable ? data : Readable.from(data)) as unknown as BodyInit;
+    const { body, length } = uploadBody(data);
+    if (length !== undefined) headers['content-length'] = String(length);
     return this.http.json('PUT', this.base, {
       body,
       query: { path, user: opts.user, mode: opts.mode?.toString(8) },

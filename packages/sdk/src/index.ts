@@ -5,6 +5,7 @@ export { Files, type FileOptions, type WriteData } from './files.js';
 export { FileWatch, type FileWatchEvent, type WatchOptions } from './watch.js';
 export type { WatchChange } from '@warren/protocol';
 export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
+export type { StdinData } from './stdin.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';
 export * from './errors.js';
 export type { ExecResult, SandboxInfo, FileStat, ProcessInfo, ProcessOutput, Resources } from '@warren/protocol';

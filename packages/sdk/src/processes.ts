@@ -2,6 +2,7 @@
 import { ErrorCodes, isErrorCode, type ExecResult, type ExecStreamEvent, type ProcessInfo, type ProcessOutput } from '@warren/protocol';
 import { ndjson, type HttpClient } from './client.js';
 import { UnavailableError, errorFromBody } from './errors.js';
+import { putStdin, type StdinData } from './stdin.js';
 
 export interface OutputCallbacks {
   onStdout?: (data: string) => void;
@@ -67,8 +68,24 @@ export class ProcessHandle {
     return consumeExecStream(res, cb);
   }
 
-  async sendStdin(data: string): Promise<void> {
-    await this.http.json('POST', `${this.base}/stdin`, { json: { data } });
+  /**
+   * Writes a little to stdin (of a process started with keepStdinOpen): text, or bytes (sent
+   * as base64, so any bytes arrive intact). For large or streamed input use `writeStdin`.
+   */
+  async sendStdin(data: string | Uint8Array): Promise<void> {
+    const json =
+      typeof data === 'string' ? { data } : { data: Buffer.from(data.buffer, data.byteOffset, data.byteLength).toString('base64'), encoding: 'base64' };
+    await this.http.json('POST', `${this.base}/stdin`, { json });
+  }
+
+  /**
+   * Streams `data` (text, bytes, or a Node, web or async-iterable stream of bytes) into stdin
+   * as the command reads it, then closes stdin unless `close: false`. Returns the bytes
+   * written. A FailedPreconditionError if the process has exited or closed its stdin.
+   * @example await proc.writeStdin(createReadStream('data.tar'))
+   */
+  writeStdin(data: StdinData, opts: { close?: boolean } = {}): Promise<number> {
+    return putStdin(this.http, this.base, data, opts.close ?? true);
   }
 
   async closeStdin(): Promise<void> {

@@ -123,6 +123,23 @@ test('exec of a string sends cmd and the options on the streaming form, and gath
   assert.deepEqual(req.json, { cmd: 'npm test', cwd: '/work', env: { CI: '1' }, user: 'root', stdin: 'yes\n', timeoutSeconds: 900 });
 });
 
+test('exec with bytes or a stream as stdin: the exec keeps stdin open and the bytes follow raw to the started pid', async () => {
+  const sbx = await connected();
+  fake.on('POST', `${SB}/exec`, { ndjson: EXEC_EVENTS });
+  fake.on('PUT', `${SB}/processes/7/stdin`, { json: { bytes: 2 } }, { json: { bytes: 4 } });
+  assert.equal((await sbx.exec('cat', { stdin: Buffer.from([0, 255]) })).stdout, 'ab\n');
+  assert.equal((await sbx.exec('cat', { stdin: Readable.from([Buffer.from('ab'), Buffer.from('cd')]) })).stdout, 'ab\n');
+  for (const req of fake.sent('POST', `${SB}/exec`)) assert.deepEqual(req.json, { cmd: 'cat', keepStdinOpen: true });
+  const puts = fake.sent('PUT', `${SB}/processes/7/stdin`);
+  assert.deepEqual(
+    puts.map((r) => [r.query, r.headers['content-type'], r.body]),
+    [
+      [{ close: '1' }, 'application/octet-stream', Buffer.from([0, 255])],
+      [{ close: '1' }, 'application/octet-stream', Buffer.from('abcd')],
+    ],
+  );
+});
+
 test('exec of an array sends argv; check: true throws CommandError on a non-zero exit or a timeout', async () => {
   const sbx = await connected();
   fake.on(

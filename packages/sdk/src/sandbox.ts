@@ -22,14 +22,19 @@ import { CommandError, InternalError } from './errors.js';
 import { Files } from './files.js';
 import { consumeExecStream, ProcessHandle, Processes, type OutputCallbacks } from './processes.js';
 import { Pty } from './pty.js';
+import { execWithStdin } from './exec-stdin.js';
+import type { StdinData } from './stdin.js';
 
 export interface ExecOptions extends OutputCallbacks {
   cwd?: string;
   env?: Record<string, string>;
   /** Run as this user (default `user`; `root` for passwordless root). */
   user?: string;
-  /** Text written to stdin, then stdin is closed. */
-  stdin?: string;
+  /**
+   * Written to stdin, which is then closed: text, or bytes, or a stream of bytes (a Node
+   * Readable, a web ReadableStream, an async iterable) sent as the command reads it.
+   */
+  stdin?: StdinData;
   /** Kill the whole process tree after this long; the result has `timedOut: true`. */
   timeoutSeconds?: number;
   /** Throw a CommandError (with exitCode, stdout, stderr) unless the exit code is 0. */
@@ -128,20 +133,27 @@ export class Sandbox {
       cwd: opts.cwd,
       env: opts.env,
       user: opts.user,
-      stdin: opts.stdin,
+      // Text goes in the request; bytes and streams follow it (stdin.ts).
+      stdin: typeof opts.stdin === 'string' ? opts.stdin : undefined,
       timeoutSeconds: opts.timeoutSeconds,
     };
+    const streamedStdin = opts.stdin !== undefined && typeof opts.stdin !== 'string' ? opts.stdin : undefined;
     const route = `/v1/sandboxes/${this.id}/exec`;
     if ('background' in opts && opts.background) {
       const { pid } = await this.http.json<{ pid: number }>('POST', route, {
-        json: { ...base, background: true, tag: opts.tag, keepStdinOpen: opts.keepStdinOpen },
+        json: { ...base, background: true, tag: opts.tag, keepStdinOpen: opts.keepStdinOpen || streamedStdin !== undefined || undefined },
       });
-      return new ProcessHandle(this.http, this.id, pid);
+      const handle = new ProcessHandle(this.http, this.id, pid);
+      if (streamedStdin !== undefined) await handle.writeStdin(streamedStdin, { close: !opts.keepStdinOpen });
+      return handle;
     }
     const o = opts as ExecOptions;
     // Always the streaming form: its keepalives let commands run longer than fetch's
     // 300-second idle limit, and output can be shown as it comes.
-    const result = await consumeExecStream(await this.http.request('POST', route, { json: base, query: { stream: 1 } }), o);
+    const result =
+      streamedStdin === undefined
+        ? await consumeExecStream(await this.http.request('POST', route, { json: base, query: { stream: 1 } }), o)
+        : await execWithStdin(this.http, this.id, base, streamedStdin, o);
     if (o.check && (result.exitCode !== 0 || result.timedOut)) {
       throw new CommandError(Array.isArray(command) ? command.join(' ') : command, result);
     }

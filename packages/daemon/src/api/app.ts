@@ -81,6 +81,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.use('/v1/*', async (c, next) => {
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files/dir')) return next();
+    // Streamed stdin is paced by the command's reading and has no size limit.
+    if (c.req.method === 'PUT' && c.req.path.endsWith('/stdin')) return next();
     return bodyLimit({
       maxSize: MAX_JSON_BODY_BYTES,
       onError: () => {

@@ -3,8 +3,9 @@
  * exec subscribes to it. A caller that goes away only drops the subscription: the command
  * keeps running and its output stays readable through the process calls.
  */
-import { WarrenError, type GuestOps, type ExecRequest, type ExecResult, type ProcessInfo, type ProcessOutput } from '@warren/protocol';
+import { WarrenError, type GuestOps, type ExecRequest, type ExecResult, type ProcessInfo, type ProcessOutput, type StdinStreamResult } from '@warren/protocol';
 import { splitOutput, type ExitEvent, type GuestClient } from './guest-client.js';
+import { upload } from './upload.js';
 import type { SandboxService } from './sandboxes.js';
 
 export interface ExecCallbacks {
@@ -118,8 +119,21 @@ export class ExecService {
     return { ...last, stdout: stdout.join(''), stderr: stderr.join('') };
   }
 
-  async writeStdin(id: string, pid: number, data: string, close?: boolean): Promise<void> {
-    await sendStdin(await this.sandboxes.guest(id, 'processes'), pid, data, close);
+  /** `encoding: 'base64'`: `data` is base64 of the bytes (checked here: the agent's decoder would skip bad characters). */
+  async writeStdin(id: string, pid: number, data: string, close?: boolean, encoding?: 'utf8' | 'base64'): Promise<void> {
+    if (encoding === 'base64' && !isBase64(data)) {
+      throw new WarrenError('invalid_argument', 'data is not valid base64 (standard alphabet, padded to a multiple of 4 characters)');
+    }
+    await sendStdin(await this.sandboxes.guest(id, 'processes'), pid, data, close, encoding === 'base64' ? 'base64' : undefined);
+  }
+
+  /**
+   * Streams `source` into the stdin of a running process as it arrives (binary-safe, paced by
+   * the command's reading); `close`: stdin is closed at the end, or if the source breaks off.
+   * failed_precondition when the process has exited or closed its stdin.
+   */
+  async streamStdin(id: string, pid: number, source: AsyncIterable<Uint8Array>, close: boolean): Promise<StdinStreamResult> {
+    return upload(await this.sandboxes.guest(id, 'processes'), 'proc.stdinStream', { pid, close }, source, { eager: true });
   }
 
   async signal(id: string, pid: number, signal: string): Promise<void> {
@@ -162,17 +176,24 @@ export class ExecService {
   }
 }
 
-/** Writes stdin in pieces that each fit in one guest message; `close` goes with the last. */
-async function sendStdin(client: GuestClient, pid: number, data: string, close?: boolean): Promise<void> {
+/**
+ * Writes stdin in pieces that each fit in one guest message; `close` goes with the last.
+ * Base64 is cut at multiples of 4 characters (STDIN_CHUNK_UNITS is one), so each piece decodes alone.
+ */
+async function sendStdin(client: GuestClient, pid: number, data: string, close?: boolean, encoding?: 'base64'): Promise<void> {
   let at = 0;
   do {
     let end = Math.min(data.length, at + STDIN_CHUNK_UNITS);
     // Never split a surrogate pair: each half alone would be encoded as U+FFFD.
     const last = data.charCodeAt(end - 1);
     if (end < data.length && last >= 0xd800 && last <= 0xdbff) end--;
-    await client.request('proc.stdin', { pid, data: data.slice(at, end), close: end >= data.length ? close : undefined });
+    await client.request('proc.stdin', { pid, data: data.slice(at, end), close: end >= data.length ? close : undefined, encoding });
     at = end;
   } while (at < data.length);
+}
+
+function isBase64(text: string): boolean {
+  return text.length % 4 === 0 && /^[A-Za-z0-9+/]*={0,2}$/.test(text);
 }
 
 function toResult(ev: ExitEvent, stdout: Buffer[], stderr: Buffer[]): CollectedExec {

@@ -1,9 +1,9 @@
 /** File access inside a sandbox, streamed both ways through the guest channel. */
 import { Transform, pipeline, type Readable } from 'node:stream';
-import { MAX_FRAME_PAYLOAD, WarrenError } from '@warren/protocol';
+import { WarrenError } from '@warren/protocol';
 import type { DirExistsPolicy, DirUploadResult, FileStat } from '@warren/protocol';
-import type { GuestClient } from './guest-client.js';
 import type { SandboxService } from './sandboxes.js';
+import { upload } from './upload.js';
 
 export class FileService {
   constructor(private sandboxes: SandboxService) {}
@@ -24,16 +24,12 @@ export class FileService {
 
   /** Streams `source` into the file; the file appears whole, or not at all. */
   async write(id: string, path: string, source: AsyncIterable<Uint8Array>, user?: string, mode?: number): Promise<{ size: number; path: string }> {
-    const client = await this.sandboxes.guest(id, 'files');
-    const { id: stream, result } = client.call('file.write', { path, user, mode });
-    return sendBody(client, stream, source, result);
+    return upload(await this.sandboxes.guest(id, 'files'), 'file.write', { path, user, mode }, source);
   }
 
   /** Streams a tar archive into the directory `path` (guest dirs.ts); it appears whole, or not at all. */
   async writeDir(id: string, path: string, source: AsyncIterable<Uint8Array>, user?: string, exists?: DirExistsPolicy): Promise<DirUploadResult> {
-    const client = await this.sandboxes.guest(id, 'files');
-    const { id: stream, result } = client.call('dir.write', { path, user, exists });
-    return sendBody(client, stream, source, result);
+    return upload(await this.sandboxes.guest(id, 'files'), 'dir.write', { path, user, exists }, source);
   }
 
   /** The directory `path` as a tar stream, of a length nobody knows ahead. */
@@ -69,58 +65,6 @@ export class FileService {
   async remove(id: string, path: string, user?: string): Promise<boolean> {
     return (await (await this.sandboxes.guest(id, 'files')).request('fs.remove', { path, user })).removed;
   }
-}
-
-/**
- * Sends an upload's body on `stream` in full Data frames, then End, and returns the agent's
- * answer, which comes after End. When the agent refuses midway, its reason is the error.
- */
-async function sendBody<T>(client: GuestClient, stream: number, source: AsyncIterable<Uint8Array>, result: Promise<T>): Promise<T> {
-  let failed: Error | undefined;
-  result.catch((err: Error) => (failed = err));
-  try {
-    // HTTP bodies arrive in socket-read pieces (up to 64 KiB); gathering them into full
-    // frames means a quarter of the frames, and the agent writes the file in bigger steps.
-    let batch: Buffer[] = [];
-    let batched = 0;
-    for await (const chunk of source) {
-      if (failed) break;
-      batch.push(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength));
-      batched += chunk.byteLength;
-      if (batched >= MAX_FRAME_PAYLOAD) {
-        const whole = batched - (batched % MAX_FRAME_PAYLOAD);
-        const [send, keep] = splitAt(batch, whole);
-        await client.sendData(stream, send);
-        batch = keep;
-        batched -= whole;
-      }
-    }
-    if (batched && !failed) await client.sendData(stream, batch);
-  } catch (err) {
-    client.notify('cancel', { stream });
-    // When the agent refused the write, its reason beats the sender's "stream closed".
-    throw failed ?? err;
-  }
-  if (failed) throw failed;
-  client.sendEnd(stream);
-  return result;
-}
-
-/** Splits a list of buffers at byte `n` without copying. */
-function splitAt(parts: Buffer[], n: number): [Buffer[], Buffer[]] {
-  const head: Buffer[] = [];
-  let left = n;
-  for (const [i, part] of parts.entries()) {
-    if (left <= 0) return [head, parts.slice(i)];
-    if (part.length <= left) {
-      head.push(part);
-      left -= part.length;
-    } else {
-      head.push(part.subarray(0, left));
-      return [head, [part.subarray(left), ...parts.slice(i + 1)]];
-    }
-  }
-  return [head, []];
 }
 
 /**

@@ -4,6 +4,7 @@ import { Hono } from 'hono';
 import { ExecRequest, SignalRequest, StdinRequest, WarrenError } from '@warren/protocol';
 import type { ExecCallbacks, ExecService, RunningExec } from '../../core/exec.js';
 import type { AuthVars } from '../auth.js';
+import { bodyChunks } from '../body.js';
 import { jsonBody, parse, toWarrenError } from '../errors.js';
 import { ndjsonResponse, type EventSink } from '../ndjson.js';
 
@@ -18,6 +19,12 @@ function offsetQuery(text: string | undefined, name: string): number | undefined
   const n = Number(text);
   if (!Number.isInteger(n) || n < 0) throw new WarrenError('invalid_argument', `${name} must be a non-negative integer`);
   return n;
+}
+
+function closeQuery(text: string | undefined): boolean {
+  if (text === undefined || text === '1' || text === 'true') return true;
+  if (text === '0' || text === 'false') return false;
+  throw new WarrenError('invalid_argument', `close must be 1 or 0, got '${text.slice(0, 32)}'`);
 }
 
 /** Streams a process's output and exit as NDJSON, after `begin` has subscribed. */
@@ -64,12 +71,16 @@ export function execRoutes(exec: ExecService): Hono<AuthVars> {
   app.post('/:id/exec', async (c) => {
     const req = parse(ExecRequest, await jsonBody(c));
     const id = c.req.param('id');
-    if (req.keepStdinOpen && !req.background) throw new WarrenError('invalid_argument', 'keepStdinOpen needs background: true');
+    const streamed = c.req.query('stream') === '1' || c.req.query('stream') === 'true';
+    // A plain exec answers only at exit, so nobody could learn the pid to write stdin to.
+    if (req.keepStdinOpen && !req.background && !streamed) {
+      throw new WarrenError('invalid_argument', 'keepStdinOpen needs background: true or a streamed exec (?stream=1), whose start event gives the pid');
+    }
     if (req.background) {
       const { pid } = await exec.start(id, req);
       return c.json({ pid }, 201);
     }
-    if (c.req.query('stream') === '1' || c.req.query('stream') === 'true') {
+    if (streamed) {
       return streamProcess((cb) => exec.start(id, req, cb));
     }
     return c.json(await exec.run(id, req));
@@ -89,9 +100,16 @@ export function execRoutes(exec: ExecService): Hono<AuthVars> {
   });
 
   app.post('/:id/processes/:pid/stdin', async (c) => {
-    const { data, close } = parse(StdinRequest, await jsonBody(c));
-    await exec.writeStdin(c.req.param('id'), pidParam(c.req.param('pid')), data, close);
+    const { data, close, encoding } = parse(StdinRequest, await jsonBody(c));
+    await exec.writeStdin(c.req.param('id'), pidParam(c.req.param('pid')), data, close, encoding);
     return c.body(null, 204);
+  });
+
+  // The body, raw bytes of any length, streamed into stdin as it arrives; stdin is closed at
+  // its end unless ?close=0 (the agent's stdin-stream.ts has the rules).
+  app.put('/:id/processes/:pid/stdin', async (c) => {
+    const close = closeQuery(c.req.query('close'));
+    return c.json(await exec.streamStdin(c.req.param('id'), pidParam(c.req.param('pid')), bodyChunks(c), close));
   });
 
   app.post('/:id/processes/:pid/signal', async (c) => {
