@@ -3,11 +3,12 @@ client): size, tty, input, resize, Ctrl-C, output by offset and followed, exit s
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 from _support import E2ECase, eventually
 
-from warren import FailedPreconditionError, InvalidArgumentError, NotFoundError, Sandbox, Terminal
+from warren import AsyncSandbox, FailedPreconditionError, InvalidArgumentError, NotFoundError, Sandbox, Terminal
 
 
 def kept(term: Terminal) -> str:
@@ -66,3 +67,22 @@ class Terminals(E2ECase):
             self.sbx.pty.create(cols=0)
         with self.assertRaises(InvalidArgumentError):
             self.sbx.pty.create(cols=80, rows=100000)
+
+    def test_the_async_client_drives_a_terminal(self) -> None:
+        async def run() -> tuple[int | None, bytes, list[str]]:
+            asbx = AsyncSandbox(self.sbx)
+            term = await asbx.pty.create(cmd='read x; echo "got-$x-$((3*3))"; exit 5', cols=70, rows=20)
+            await term.write("hello\r")
+            seen = bytearray()
+
+            async def collect(chunk: bytes) -> None:
+                seen.extend(chunk)
+
+            code = await term.wait(on_data=collect)
+            ids = [t.id for t in await asbx.pty.list()]
+            return code, bytes(seen), ids if term.id in ids else []
+
+        code, seen, ids = asyncio.run(run())
+        self.assertEqual(code, 5)
+        self.assertIn(b"got-hello-9", seen)
+        self.assertTrue(ids, "the finished terminal is listed")

@@ -14,7 +14,7 @@ http://127.0.0.1:7070) and $WARREN_API_KEY (default: $WARREN_HOME/admin.key). do
 describes every class and method.
 """
 
-from .aio import AsyncFileReader, AsyncFiles, AsyncProcesses, AsyncProcessHandle, AsyncProcessStream, AsyncSandbox
+from .aio import AsyncFileReader, AsyncFiles, AsyncProcesses, AsyncProcessHandle, AsyncProcessStream, AsyncSandbox, AsyncTerminal, AsyncTerminals
 from .client import HttpClient, Response, get_client, resolve_api_key, resolve_url
 from .errors import (
     AuthenticationError,
@@ -81,6 +81,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Sandbox",
     "AsyncSandbox",
+    "AsyncTerminal",
+    "AsyncTerminals",
     "Files",
     "DirUploadResult",
     "FileReader",

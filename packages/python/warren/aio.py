@@ -19,6 +19,7 @@ from .models import DirUploadResult, EgressEntry, ExecResult, FileStat, NetworkP
 from .processes import ProcessHandle, Processes, ProcessStream
 from .sandbox import Command, Credentials, Sandbox, refuse_output_options
 from .stdin import StdinData
+from .terminals import Terminal, TerminalInfo, TerminalOutput, Terminals
 from .watch import AsyncWatch
 
 T = TypeVar("T")
@@ -134,6 +135,83 @@ class AsyncProcesses:
 
     def get(self, pid: int) -> AsyncProcessHandle:
         return AsyncProcessHandle(self.sync.get(pid))
+
+
+class AsyncTerminal:
+    """One terminal as coroutines; see Terminal. `async for chunk in term.stream()`."""
+
+    def __init__(self, terminal: Terminal) -> None:
+        self.sync = terminal
+
+    def __repr__(self) -> str:
+        return f"AsyncTerminal(sandbox_id={self.sync.sandbox_id!r}, id={self.sync.id!r})"
+
+    @property
+    def id(self) -> str:
+        return self.sync.id
+
+    @property
+    def info(self) -> TerminalInfo | None:
+        return self.sync.info
+
+    @property
+    def exit_code(self) -> int | None:
+        return self.sync.exit_code
+
+    async def refresh(self) -> TerminalInfo:
+        return await asyncio.to_thread(self.sync.refresh)
+
+    async def write(self, data: Union[str, bytes]) -> None:
+        await asyncio.to_thread(self.sync.write, data)
+
+    async def resize(self, cols: int, rows: int) -> None:
+        await asyncio.to_thread(self.sync.resize, cols, rows)
+
+    async def signal(self, signal: str) -> None:
+        await asyncio.to_thread(self.sync.signal, signal)
+
+    async def kill(self) -> None:
+        await asyncio.to_thread(self.sync.kill)
+
+    async def output(self, offset: int | None = None) -> TerminalOutput:
+        return await asyncio.to_thread(self.sync.output, offset)
+
+    def stream(self, offset: int | None = None) -> AsyncIterator[bytes]:
+        """Output as it comes until the command exits; then `exit_code` is set."""
+        return _iterate(self.sync.stream(offset))
+
+    async def wait(self, on_data: Optional[Callable[[bytes], Union[object, Awaitable[object]]]] = None, offset: int | None = None) -> int | None:
+        """Follows the output until the exit and returns the exit code; `on_data` may be a coroutine function."""
+        async for chunk in self.stream(offset):
+            if on_data is not None:
+                result = on_data(chunk)
+                if inspect.isawaitable(result):
+                    await result
+        return self.sync.exit_code
+
+
+class AsyncTerminals:
+    """`AsyncSandbox.pty`; see Terminals."""
+
+    def __init__(self, terminals: Terminals) -> None:
+        self.sync = terminals
+
+    async def create(
+        self,
+        cols: int = 80,
+        rows: int = 24,
+        cmd: Union[str, Sequence[str], None] = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
+    ) -> AsyncTerminal:
+        return AsyncTerminal(await asyncio.to_thread(self.sync.create, cols, rows, cmd, cwd, env, user))
+
+    def connect(self, terminal_id: str) -> AsyncTerminal:
+        return AsyncTerminal(self.sync.connect(terminal_id))
+
+    async def list(self) -> List[TerminalInfo]:
+        return await asyncio.to_thread(self.sync.list)
 
 
 class AsyncFileReader:
@@ -253,6 +331,7 @@ class AsyncSandbox:
         self.files = AsyncFiles(sandbox.files)
         self.filesystem = self.files
         self.processes = AsyncProcesses(sandbox.processes)
+        self.pty = AsyncTerminals(sandbox.pty)
 
     def __repr__(self) -> str:
         return f"AsyncSandbox(id={self.id!r}, state={self.info.state!r})"
