@@ -31,6 +31,7 @@ export const SUITES = [
   'terminal',
   'dirs',
   'stdin',
+  'watch',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -86,6 +87,8 @@ export const DEFAULT_ITERS = {
   records: 10_000,
   /** Keystrokes timed per row of the terminal suite (and round trips of each floor). */
   terminal: 200,
+  /** Files created inside while a watch waits for their events (watch suite). */
+  watch: 100,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

@@ -49,6 +49,7 @@ import { runDensity } from './suites/density.js';
 import { runTerminal } from './suites/terminal.js';
 import { runDirs } from './suites/dirs.js';
 import { runStdin } from './suites/stdin.js';
+import { runWatch } from './suites/watch.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
@@ -72,6 +73,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   terminal: runTerminal,
   dirs: runDirs,
   stdin: runStdin,
+  watch: runWatch,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -94,6 +96,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   terminal: ['terminal'],
   dirs: ['dirs'],
   stdin: ['stdin'],
+  watch: ['watch'],
 };
 
 function usage(msg?: string, code = 2): never {

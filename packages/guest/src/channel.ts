@@ -258,6 +258,7 @@ export class OutgoingStream {
   }
 
   abort(): void {
+    if (this.aborted) return;
     this.aborted = true;
     this.channel.dropOutgoing(this.stream);
     this.window.wake();

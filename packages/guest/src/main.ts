@@ -31,6 +31,7 @@ import { parseHints } from './connect-hints.js';
 import { writeLoopbackNames } from './hosts.js';
 import { Terminals } from './terminals.js';
 import { streamStdin } from './stdin-stream.js';
+import { startWatch } from './watch.js';
 
 function serve(): void {
   const spawner = new Spawner();
@@ -121,6 +122,7 @@ function serve(): void {
     'term.attach': (p, { channel, stream }) => terminals.attach(p, channel, stream),
     'term.list': () => ({ terminals: terminals.list() }),
     'proc.stdinStream': (p, { channel, stream }) => streamStdin(processes.openStdin(p.pid), p, channel, stream),
+    'fs.watch': (p, { channel, stream }) => startWatch(p, channel, stream),
   };
   const handle = (req: GuestRequest, channel: Channel): Promise<unknown> => dispatchGuestRequest(handlers, req, { channel });
 

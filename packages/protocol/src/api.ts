@@ -203,6 +203,31 @@ export type ExecStreamEvent =
 
 export const KEEPALIVE_SECONDS = 20;
 
+/**
+ * A change seen by a file watch (GET /files/watch, docs/api.md). Paths are absolute inside
+ * the sandbox. `rename` has `oldPath` when the agent could pair the two names (same inode,
+ * same read of the kernel's events); otherwise a move shows as `remove` + `create`.
+ */
+export interface WatchChange {
+  type: 'create' | 'write' | 'remove' | 'rename';
+  path: string;
+  oldPath?: string;
+  isDir?: boolean;
+}
+
+/**
+ * Lines of a watch stream: `ready` first (the watch is in place: changes from now on are
+ * seen), then changes; `overflow`: changes were dropped (a reader too slow, or the
+ * directory cap), look again at the tree; `error` ends the stream (the sandbox died, or the
+ * watched path was removed: code not_found).
+ */
+export type WatchEvent =
+  | WatchChange
+  | { type: 'ready'; path: string; isDir: boolean }
+  | { type: 'keepalive' }
+  | { type: 'overflow'; message: string }
+  | { type: 'error'; code: string; message: string };
+
 export interface ProcessInfo {
   pid: number;
   tag?: string;

@@ -167,6 +167,13 @@ export interface GuestOps {
    * into place only once the whole archive checked out. The result comes after End.
    */
   'dir.write': { params: { path: string; user?: string; exists?: DirExistsPolicy }; result: DirUploadResult };
+  /**
+   * Watches a file or directory (with `recursive`, the whole tree under it) as `user`. After
+   * the answer, events travel as NDJSON lines (WatchEvent) in Data frames on stream id =
+   * request id, until the daemon cancels the stream; End: the watched path itself is gone.
+   * At most MAX_WATCHES open per sandbox (resource_exhausted past it).
+   */
+  'fs.watch': { params: { path: string; recursive?: boolean; user?: string }; result: { path: string; isDir: boolean } };
   /** Flow control: the reader of a Data stream grants the sender more bytes. */
   credit: { params: { stream: number; bytes: number }; result: Record<string, never> };
   /** Abort a stream (reader went away). */
@@ -255,3 +262,8 @@ export const OutputStream = { stdout: 1, stderr: 2 } as const;
  * MiB/s (Buffer write, stream write, read) to 162/161/118, measured back to back.
  */
 export const STREAM_WINDOW_BYTES = 16 * 1024 * 1024;
+
+/** Open watches (fs.watch) one sandbox may have at once. */
+export const MAX_WATCHES = 32;
+/** Directories all watches of one sandbox may watch at once (one inotify watch each). */
+export const MAX_WATCHED_DIRS = 16384;

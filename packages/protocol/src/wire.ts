@@ -4,7 +4,7 @@ export * from './errors.js';
 export * from './guest.js';
 export * from './frames.js';
 export * from './credit.js';
-export type { FileStat, FileType, ProcessInfo, ProcessOutput } from './api.js';
+export type { FileStat, FileType, ProcessInfo, ProcessOutput, WatchChange, WatchEvent } from './api.js';
 export * from './terminals.js';
 export * from './tar-check.js';
 export type { DirExistsPolicy, DirUploadResult } from './api.js';

@@ -69,6 +69,7 @@ from .stdin import StdinData
 from .templates import Template
 from .tools import Attempt, AsyncToolset, Toolset, async_best_of, best_of, tool_schemas
 from .usage import get_usage
+from .watch import AsyncWatch, Watch, WatchEvent
 from .warm import bake, get_bake, get_pool, set_pool_size
 
 # The TS SDK's name for the 504 class. Importable as `warren.TimeoutError`, but left out of
@@ -157,4 +158,7 @@ __all__ = [
     "TerminalInfo",
     "TerminalOutput",
     "Terminals",
+    "Watch",
+    "AsyncWatch",
+    "WatchEvent",
 ]

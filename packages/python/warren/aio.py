@@ -20,6 +20,7 @@ from .processes import ProcessHandle, Processes, ProcessStream
 from .sandbox import Command, Credentials, Sandbox, refuse_output_options
 from .stdin import StdinData
 from .terminals import Terminal, TerminalInfo, TerminalOutput, Terminals
+from .watch import AsyncWatch
 
 T = TypeVar("T")
 AsyncOutputCallback = Optional[Callable[[str], Union[object, Awaitable[object]]]]
@@ -295,6 +296,10 @@ class AsyncFiles:
 
     async def write_many(self, entries: Iterable[Mapping[str, Any]], user: str | None = None) -> List[WriteResult]:
         return await asyncio.to_thread(self.sync.write_many, entries, user)
+
+    async def watch(self, path: str, recursive: bool = False, user: str | None = None) -> AsyncWatch:
+        """See Files.watch: `async for event in await sbx.files.watch(...)`."""
+        return AsyncWatch(await asyncio.to_thread(self.sync.watch, path, recursive, user))
 
 
 def _pull_from_loop(source: AsyncIterable[bytes], loop: asyncio.AbstractEventLoop) -> Iterator[bytes]:

@@ -13,6 +13,7 @@ from .client import BLOCK_SIZE, Body, HttpClient, Response
 from .dirs import extract_dir, pack_dir
 from .errors import WarrenError
 from .models import DirUploadResult, FileStat, WriteResult
+from .watch import Watch
 
 # str is written as UTF-8; a binary file object or an iterable of bytes is streamed.
 WriteData = Union[bytes, bytearray, memoryview, str, IO[bytes], IO[str], Iterable[bytes]]
@@ -193,6 +194,18 @@ class Files:
             files.append(item)
         body = self._http.json("POST", f"{self._base}/batch", json={"files": files}, query={"user": user})
         return [WriteResult.from_wire(f) for f in body["files"]]
+
+    def watch(self, path: str, recursive: bool = False, user: str | None = None) -> Watch:
+        """Watches a file or directory for changes made inside the sandbox; returns once the
+        watch is in place. Iterate it for WatchEvents; close it (or leave its `with` block)
+        when done: an open watch keeps the sandbox awake (docs/api.md).
+
+            with sbx.files.watch("/work", recursive=True) as w:
+                for event in w:
+                    print(event.type, event.path)
+        """
+        query = {"path": path, "recursive": 1 if recursive else None, "user": user}
+        return Watch(self._http.request("GET", f"{self._base}/watch", query=query))
 
 
 def _copy(reader: FileReader, dest: BinaryWriter) -> int:

@@ -4,6 +4,7 @@ import type { DirExistsPolicy, DirUploadResult, FileStat, WriteManyResult } from
 import type { HttpClient } from './client.js';
 import { extractDir, packDir, type DirProgress } from './dirs.js';
 import { uploadBody, type WriteData } from './upload-body.js';
+import { openWatch, type FileWatch, type FileWatchEvent, type WatchOptions } from './watch.js';
 
 export interface FileOptions {
   /** Act as this user (default `user`); relative paths resolve against their home. */
@@ -84,6 +85,18 @@ export class Files {
 
   move(from: string, to: string, opts: FileOptions = {}): Promise<FileStat> {
     return this.http.json('POST', `${this.base}/move`, { json: { from, to }, query: { user: opts.user } });
+  }
+
+  /**
+   * Watches a file or directory for changes made inside the sandbox; resolves once the watch
+   * is in place. An open watch keeps the sandbox awake (docs/api.md); close it when done.
+   * @example
+   * const w = await sbx.files.watch('/work', { recursive: true }, (e) => console.log(e.type, e.path));
+   * ...
+   * w.close();
+   */
+  watch(path: string, opts: WatchOptions = {}, onEvent?: (event: FileWatchEvent) => void): Promise<FileWatch> {
+    return openWatch(this.http, this.sandboxId, path, opts, onEvent);
   }
 
   /** Removes a file or a directory tree; false if it did not exist. */

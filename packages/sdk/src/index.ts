@@ -2,6 +2,8 @@ export { Sandbox, type ExecOptions, type BackgroundOptions, type CreateOptions, 
 export { Snapshots } from './snapshots.js';
 export type { SnapshotInfo, ForkResult, NetworkPolicy, NetworkPolicyView, CredentialRule, EgressEntry } from '@warren/protocol';
 export { Files, type FileOptions, type WriteData } from './files.js';
+export { FileWatch, type FileWatchEvent, type WatchOptions } from './watch.js';
+export type { WatchChange } from '@warren/protocol';
 export { Processes, ProcessHandle, type OutputCallbacks } from './processes.js';
 export type { StdinData } from './stdin.js';
 export { HttpClient, resolveApiKey, type ConnectionOptions } from './client.js';

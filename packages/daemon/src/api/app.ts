@@ -20,6 +20,8 @@ import { portForwarding, portRoutes, type PortDeps } from './routes/ports.js';
 import { execRoutes } from './routes/exec.js';
 import { fileRoutes } from './routes/files.js';
 import { dirRoutes } from './routes/dirs.js';
+import { watchRoutes } from './routes/watch.js';
+import { WatchService } from '../core/watch.js';
 import { templateRoutes } from './routes/templates.js';
 import type { TemplateService } from '../templates/service.js';
 import { metricsText, warmRoutes } from './routes/warm.js';
@@ -103,6 +105,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   app.route('/v1/sandboxes', dirRoutes(deps.files, deps.sandboxes));
+  app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
   app.route('/mcp', mcpRoutes(deps.selfUrl));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
   return app;
