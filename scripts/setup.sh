@@ -71,6 +71,11 @@ install_python_sdk $( { command -v python3; echo /usr/bin/python3; } | sort -u)
 # debootstrap (a few minutes). Build steps have network; sandboxes never do.
 mkdir -p "$WARREN_HOME" && chmod 700 "$WARREN_HOME"
 WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren template build --local templates/base/recipe.json
+# --- dev template ----------------------------------------------------------------------
+# The toolchains an agent expects (docs/templates.md): about 430 Debian packages, so the
+# first build takes 5 to 15 minutes on 2 cores; cached per step like base afterwards.
+log "dev template (git, build-essential, python3, node, go, ripgrep, ...; the first build takes minutes)"
+WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren template build --local templates/dev/recipe.json
 
 [ "$start_daemon" = 1 ] || exit 0
 
