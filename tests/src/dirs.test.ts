@@ -26,7 +26,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import { extractDir, type Sandbox, type WarrenError } from '@warren/sdk';
-import { REPO, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { REPO, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 let d: DaemonHandle;
 let sbx: Sandbox;
@@ -164,8 +164,13 @@ test('exists policies: merge (default), replace, error', async () => {
   await sbx.files.uploadDir(src, '/home/user/dest');
   assert.equal(await sh('cat /home/user/dest/a /home/user/dest/keep/k /home/user/dest/keep/n | tr "\\n" " "'), 'new kept n');
   await assert.rejects(sbx.files.uploadDir(src, '/home/user/dest', { exists: 'error' }), (err: WarrenError) => err.code === 'conflict');
+  // The replaced tree has a read-only directory, as archives often leave: still removed.
+  await sh('mkdir -p /home/user/dest/ro && echo r > /home/user/dest/ro/r && chmod 555 /home/user/dest/ro');
   await sbx.files.uploadDir(src, '/home/user/dest', { exists: 'replace' });
   assert.equal(await sh('ls /home/user/dest/keep | tr "\\n" " "'), 'n');
+  assert.equal(await sh('test -e /home/user/dest/ro && echo stale || echo gone'), 'gone');
+  // The old tree goes after the answer, by a process of the user's: nothing of it stays.
+  await eventually(async () => (await sh('ls -A /home/user | grep -c "^\\.warren-old-" || true')) === '0', 30_000, 'the replaced tree to be removed');
   // A directory against a file: refused before anything moves.
   await sh('rm -rf /home/user/dest2 && mkdir -p /home/user/dest2 && echo f > /home/user/dest2/keep && echo old > /home/user/dest2/a');
   await assert.rejects(sbx.files.uploadDir(src, '/home/user/dest2'), (err: WarrenError) => err.code === 'conflict' && /keep/.test(err.message));

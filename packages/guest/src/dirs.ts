@@ -58,6 +58,24 @@ function collectStderr(child: SpawnedProcess): () => string {
   return () => text.trim().slice(0, MAX_STDERR);
 }
 
+/**
+ * Removes a replaced tree after the upload's answer, by a process of the user's (the agent's
+ * event loop must not spend a second unlinking thousands of files). Directories the archive
+ * made read-only are made writable first, without following symlinks (find -P).
+ */
+function removeAside(spawner: Spawner, user: UserIdentity, dir: string): void {
+  const script = 'find "$1" -type d ! -perm -u+w -exec chmod u+w {} + ; exec rm -rf -- "$1"';
+  spawner
+    .spawn({ argv: ['sh', '-c', script, 'sh', dir], env: TAR_ENV, cwd: path.dirname(dir), uid: user.uid, gid: user.gid, nproc: 0 })
+    .then(async (child) => {
+      const stderr = collectStderr(child);
+      child.stdout.resume();
+      const status = await child.exited;
+      if (status.code !== 0) process.stderr.write(`warren-agent: cannot remove the replaced ${dir}: ${stderr()}\n`);
+    })
+    .catch((err: unknown) => process.stderr.write(`warren-agent: cannot remove the replaced ${dir}: ${(err as Error).message}\n`));
+}
+
 async function spawnTar(spawner: Spawner, user: UserIdentity, cwd: string, args: string[]): Promise<SpawnedProcess> {
   try {
     return await spawner.spawn({ argv: ['tar', ...args], env: TAR_ENV, cwd, uid: user.uid, gid: user.gid, nproc: 0 });
@@ -187,11 +205,12 @@ export function write(params: GuestOps['dir.write']['params'], spawner: Spawner,
           fail(new WarrenError('invalid_argument', `tar could not extract the upload into ${abs} (${status.code ?? status.signal}): ${stderr()}`));
           return;
         }
+        let replaced: string | undefined;
         try {
-          asUser(user, () => {
+          replaced = asUser(user, () => {
             // Without an entry for its root the archive gave the directory no mode: as mkdir.
             if (!summary.hasRoot) chmodSync(tmp, 0o755);
-            placeDirectory(tmp, abs, policy);
+            return placeDirectory(tmp, abs, policy);
           });
         } catch (err) {
           failed = true;
@@ -201,6 +220,7 @@ export function write(params: GuestOps['dir.write']['params'], spawner: Spawner,
         }
         const { files, directories, symlinks, hardlinks, bytes } = summary;
         resolve({ path: abs, files, directories, symlinks, hardlinks, bytes });
+        if (replaced) removeAside(spawner, user, replaced);
       }, fail);
     };
     channel.acceptStream(stream, {

@@ -81,21 +81,24 @@ export function checkDestination(dest: string, policy: DirExistsPolicy): boolean
 /**
  * Moves the checked, fully extracted `tmp` to `dest` by the policy. A fresh destination is
  * one rename: it appears whole. A merge is checked for conflicts before the first move.
+ * Returns the replaced tree (`replace`), already renamed aside next to `dest`: the caller
+ * removes it, and may answer first (removing thousands of files inside gVisor takes a second
+ * or more that the new tree does not need to wait for).
  */
-export function placeDirectory(tmp: string, dest: string, policy: DirExistsPolicy): void {
+export function placeDirectory(tmp: string, dest: string, policy: DirExistsPolicy): string | undefined {
   if (!checkDestination(dest, policy)) {
     renameSync(tmp, dest);
-    return;
+    return undefined;
   }
   if (policy === 'replace') {
     const old = path.join(path.dirname(dest), `.warren-old-${randomBytes(6).toString('hex')}`);
     renameSync(dest, old);
     renameSync(tmp, dest);
-    removeTree(old);
-    return;
+    return old;
   }
   const conflict = mergeConflict(tmp, dest, dest);
   if (conflict) throw new WarrenError('conflict', `cannot merge the upload into ${dest}: ${conflict}`);
   mergeInto(tmp, dest);
   removeTree(tmp);
+  return undefined;
 }

@@ -85,7 +85,8 @@ export async function extractDir(source: Readable, localDir: string, exists: Dir
       onReadEntry: () => void files++,
     });
     await pipeline(source, checked(progress), unpack as unknown as NodeJS.WritableStream);
-    placeDirectory(tmp, dest, exists);
+    const replaced = placeDirectory(tmp, dest, exists);
+    if (replaced) removeTree(replaced);
   } catch (err) {
     removeTree(tmp);
     throw err;
