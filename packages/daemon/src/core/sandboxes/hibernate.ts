@@ -15,6 +15,24 @@ import type { Saver } from './save.js';
 import type { Teardown } from './teardown.js';
 import { infoOf, pinnedTemplate, recordFor } from './records.js';
 
+/**
+ * How long a hibernate waits for calls that are finishing. A read of a file of known length
+ * answers its client with the last byte, and the agent's End frame for that stream can come
+ * a moment later: a client that reads a file and then hibernates must not see a conflict.
+ */
+const FINISHING_CALLS_GRACE_MS = 500;
+
+/** The calls in progress on a sandbox's channel, after giving finishing ones a moment to end. */
+async function settledUses(live: Live): Promise<string[]> {
+  const deadline = Date.now() + FINISHING_CALLS_GRACE_MS;
+  let uses = live.client.inUse();
+  while (uses.length && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 10));
+    uses = live.client.inUse();
+  }
+  return uses;
+}
+
 export class Hibernation {
   private readonly opts: SandboxServiceOptions;
   private readonly live: Map<string, Live>;
@@ -43,7 +61,7 @@ export class Hibernation {
       const r = recordFor(this.opts.registry, id, 'hibernate');
       if (r.state === 'hibernated') return infoOf(this.opts.registry, id);
       const live = this.live.get(id);
-      const inUse = live?.client.inUse() ?? [];
+      const inUse = live ? await settledUses(live) : [];
       if (inUse.length) {
         throw new WarrenError('conflict', `sandbox ${id} has ${inUse.length} call(s) in progress (${inUse.join(', ')}); hibernate it when they have finished`);
       }
