@@ -51,6 +51,8 @@ const VERSIONS: Array<[string, RegExp]> = [
   ['unzip -v', /UnZip \d/],
   ['curl --version', /curl \d/],
   ['python3 -m pip --version', /pip \d+/],
+  ['bun --version', /^1\.\d+\.\d+/],
+  ['corepack --version', /^0\.\d+\.\d+/],
 ];
 
 for (const [cmd, want] of VERSIONS) {
@@ -75,4 +77,6 @@ test('dev: the toolchains build and run something', async () => {
   assert.match(await run(`echo '{"a":{"b":7}}' | jq .a.b`), /7/);
   assert.match(await run('mkdir -p js && cd js && npm init -y >/dev/null && node -e "console.log(require(\'./package.json\').name)"'), /js/);
   assert.match(await run('rg -n "go ok" g/main.go'), /^3:/);
+  // bun runs TypeScript directly and has its own APIs.
+  assert.match(await run(`printf 'const n: number = 6 * 7;\\nconsole.log("bun", n, typeof Bun.file);\\n' > t.ts && bun run t.ts`), /bun 42 function/);
 });

@@ -123,6 +123,15 @@ test('stdin of several MiB is delivered whole', T, async () => {
   assert.equal((await sbx.exec('echo alive')).stdout, 'alive\n');
 });
 
+test("ls -l lists the template's symlinks without errors", T, async () => {
+  // The gofer answered getxattr on a symlink with EBADF (patches/gvisor/0002-*), and ls
+  // printed "Bad file descriptor" for each; /bin is a symlink of the template's rootfs.
+  const r = await sbx.exec('ls -la /bin /usr/bin/awk', { cwd: '/home/user' });
+  assert.equal(r.stderr, '');
+  assert.equal(r.exitCode, 0);
+  assert.match(r.stdout, /\/bin -> usr\/bin/);
+});
+
 test('non-zero exit codes come back', T, async () => {
   assert.equal((await sbx.exec('exit 3')).exitCode, 3);
   assert.equal((await sbx.exec(['false'])).exitCode, 1);

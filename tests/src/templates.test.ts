@@ -7,6 +7,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Template, TemplateBuildError, type Recipe, type TemplateBuildEvent } from '@warren/sdk';
@@ -18,7 +19,9 @@ let tpl: string;
 let ctx: string;
 // Baking (a separate feature) would start bake-* containers for templates with a start
 // command; these tests are about building, so it is off.
-const DAEMON_ENV = () => ({ WARREN_TEMPLATES: tpl, WARREN_BAKE: '0' });
+// A registry no step reaches: the steps below only print it.
+const NPM_REGISTRY = 'http://127.0.0.1:9/npm-registry/';
+const DAEMON_ENV = () => ({ WARREN_TEMPLATES: tpl, WARREN_BAKE: '0', WARREN_NPM_REGISTRY: NPM_REGISTRY });
 
 before(async () => {
   mkdirSync(TEST_ROOT, { recursive: true });
@@ -204,6 +207,31 @@ test("the last step's deletions, replacements and opaque directories show in the
   assert.ok(existsSync(path.join(tpl, 'base', 'current', 'rootfs', 'usr/share/doc')));
   assert.ok(existsSync(path.join(tpl, 'base', 'current', 'rootfs', 'etc/debian_version')));
   assert.deepEqual(stagingLeft(), []);
+});
+
+test("build steps get the host's npm registry and CA bundle, and neither stays in the template", async () => {
+  const hostCa = process.env.SSL_CERT_FILE && existsSync(process.env.SSL_CERT_FILE) ? process.env.SSL_CERT_FILE : '/etc/ssl/certs/ca-certificates.crt';
+  assert.ok(existsSync(hostCa), `this host has no CA bundle at ${hostCa}`);
+  const r = await build({
+    name: 'ttrust',
+    from: 'base',
+    steps: [
+      {
+        type: 'run',
+        cmd: 'echo "$npm_config_registry" > /reg && sha256sum < "$npm_config_cafile" > /ca.sum && echo "$SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $GIT_SSL_CAINFO" > /ca.env && (touch /opt/warren/lib/x 2>/dev/null && echo writable || echo read-only) > /ca.rw',
+      },
+    ],
+  });
+  assert.equal(r.error, undefined, r.error?.message);
+  assert.equal(rootfsFile('ttrust', 'reg'), `${NPM_REGISTRY}\n`);
+  const hostSum = `${createHash('sha256').update(readFileSync(hostCa)).digest('hex')}  -\n`;
+  assert.equal(rootfsFile('ttrust', 'ca.sum'), hostSum);
+  const ca = '/opt/warren/lib/host-ca.crt';
+  assert.equal(rootfsFile('ttrust', 'ca.env'), `${ca} ${ca} ${ca}\n`);
+  assert.equal(rootfsFile('ttrust', 'ca.rw'), 'read-only\n');
+  assert.deepEqual(readdirSync(path.join(tpl, 'ttrust', 'current', 'rootfs', 'opt/warren/lib')), []);
+  const manifest = JSON.parse(readFileSync(path.join(tpl, 'ttrust', 'current', 'manifest.json'), 'utf8')) as { env?: Record<string, string> };
+  assert.equal(Object.keys(manifest.env ?? {}).filter((k) => /npm|CA|CERT/i.test(k)).length, 0, JSON.stringify(manifest.env));
 });
 
 test('env, workdir, user, start and ready become the manifest (SDK builder)', async () => {

@@ -20,6 +20,32 @@ export function registerNetworkCommands(program: Command): void {
     });
 
   program
+    .command('forward')
+    .description("forward a TCP port inside the sandbox to the host's loopback (psql, redis-cli); without a port, list the forwards")
+    .argument('<id>')
+    .argument('[port]', 'port inside the sandbox', positiveInt('port'))
+    .addOption(new Option('--host-port <port>', 'the port to listen on at 127.0.0.1 (default: a free one)').argParser(positiveInt('--host-port')))
+    .option('--rm', 'close the forward of <port> and its connections')
+    .option('--json', 'print JSON')
+    .action(async (id: string, port: number | undefined, opts: { hostPort?: number; rm?: boolean; json?: boolean }) => {
+      const sbx = await Sandbox.connect(id);
+      if (port === undefined) {
+        if (opts.rm || opts.hostPort) throw new Error('--rm and --host-port need a port');
+        const forwards = await sbx.forwards();
+        if (opts.json) printJson(forwards);
+        else process.stdout.write(table([['PORT', 'HOST', 'SINCE'], ...forwards.map((f) => [String(f.port), `127.0.0.1:${f.hostPort}`, f.createdAt])]));
+        return;
+      }
+      if (opts.rm) {
+        await sbx.closeForward(port);
+        return;
+      }
+      const f = await sbx.forwardPort(port, opts.hostPort ? { hostPort: opts.hostPort } : {});
+      if (opts.json) printJson(f);
+      else process.stdout.write(`127.0.0.1:${f.hostPort}\n`);
+    });
+
+  program
     .command('net')
     .description('show or replace what a sandbox may reach through the egress proxy')
     .argument('<id>')

@@ -21,6 +21,7 @@ import { SandboxCaStore } from './network/ca.js';
 import { upstreamTrust } from './network/upstream-trust.js';
 import { serverLookup } from './network/resolver.js';
 import { PortTokens } from './network/ports.js';
+import { TcpForwards } from './network/tcp-forwards.js';
 import { portUpgrade, type PortDeps } from './api/routes/ports.js';
 import { SnapshotService } from './core/snapshots.js';
 import { recover } from './core/recovery.js';
@@ -190,7 +191,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   reaper.start();
 
   let listeningPort = config.port;
-  const ports: PortDeps = { sandboxes, registry, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
+  const forwards = new TcpForwards(async (id, port) => (await sandboxes.guest(id, 'ports')).connectPort(port), log);
+  sandboxes.onTeardown((id) => forwards.removeSandbox(id));
+  const ports: PortDeps = { sandboxes, registry, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const app = buildApp({
     registry,
     sandboxes,
@@ -243,6 +246,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
       await pool.stop();
       await baker.stop();
       await driver.close();
+      forwards.closeAll();
       sandboxes.detachAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       egressLog.flush();

@@ -561,6 +561,25 @@ export interface PortUrl {
   expiresAt: string;
 }
 
+/** POST /v1/sandboxes/:id/ports/:port/forward: a TCP listener on the host's loopback for that port. */
+export const PortForwardRequest = z
+  .object({
+    /** The host port to listen on; 0 (the default) picks a free one. */
+    hostPort: z.number().int().min(0).max(65535).default(0),
+  })
+  .strict();
+export interface PortForward {
+  /** The port inside the sandbox. */
+  port: number;
+  host: '127.0.0.1';
+  /** Where to connect on the host. */
+  hostPort: number;
+  createdAt: string;
+}
+export interface PortForwardList {
+  forwards: PortForward[];
+}
+
 /**
  * Directory uploads (PUT /files/dir, docs/files.md "Directories"): what happens when the
  * destination already exists. `merge` (default, as `cp -r SRC/. DST` or `tar x -C DST`):

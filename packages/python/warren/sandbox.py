@@ -309,6 +309,21 @@ class Sandbox:
         body = _compact({"expiresInSeconds": expires_in_seconds})
         return str(self._http.json("POST", f"{self._route}/ports/{int(port)}/url", json=body)["url"])
 
+    def forward_port(self, port: int, *, host_port: int | None = None) -> dict[str, Any]:
+        """A TCP listener on the host's loopback whose connections reach `port` inside the
+        sandbox (psql, redis-cli): `{"port", "host": "127.0.0.1", "hostPort", "createdAt"}`.
+        It lasts until `close_forward`, the sandbox's end or the daemon's restart."""
+        body = _compact({"hostPort": host_port})
+        return dict(self._http.json("POST", f"{self._route}/ports/{int(port)}/forward", json=body))
+
+    def forwards(self) -> list[dict[str, Any]]:
+        """The sandbox's open TCP forwards."""
+        return list(self._http.json("GET", f"{self._route}/forwards")["forwards"])
+
+    def close_forward(self, port: int) -> None:
+        """Closes the forward of `port` and its connections."""
+        self._http.json("DELETE", f"{self._route}/ports/{int(port)}/forward")
+
     def get_network(self) -> NetworkPolicy:
         """The egress policy. Credential header values are never returned ("[redacted]")."""
         return NetworkPolicy.from_wire(self._http.json("GET", f"{self._route}/network"))

@@ -10,6 +10,8 @@ import type {
   NetworkPolicy,
   NetworkPolicyView,
   PortUrl,
+  PortForward,
+  PortForwardList,
   SandboxInfo,
   SandboxList,
   SandboxState,
@@ -218,6 +220,26 @@ export class Sandbox {
    */
   async getUrl(port: number, opts: { expiresInSeconds?: number } = {}): Promise<string> {
     return (await this.http.json<PortUrl>('POST', `/v1/sandboxes/${this.id}/ports/${port}/url`, { json: opts })).url;
+  }
+
+  /**
+   * A TCP listener on the host's loopback (127.0.0.1) whose connections reach `port` inside
+   * the sandbox, for clients that speak TCP rather than HTTP (psql, redis-cli). It lasts until
+   * `closeForward`, the sandbox's end, or the daemon's restart; asking again answers the open one.
+   * @example const { hostPort } = await sbx.forwardPort(5432) // psql -h 127.0.0.1 -p hostPort
+   */
+  async forwardPort(port: number, opts: { hostPort?: number } = {}): Promise<PortForward> {
+    return this.http.json<PortForward>('POST', `/v1/sandboxes/${this.id}/ports/${port}/forward`, { json: opts });
+  }
+
+  /** The sandbox's open TCP forwards. */
+  async forwards(): Promise<PortForward[]> {
+    return (await this.http.json<PortForwardList>('GET', `/v1/sandboxes/${this.id}/forwards`)).forwards;
+  }
+
+  /** Closes the forward of `port` and its connections. */
+  async closeForward(port: number): Promise<void> {
+    await this.http.request('DELETE', `/v1/sandboxes/${this.id}/ports/${port}/forward`);
   }
 
   /**

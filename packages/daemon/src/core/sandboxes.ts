@@ -197,6 +197,11 @@ export class SandboxService {
     return this.ending.kill(id, reason);
   }
 
+  /** Runs `hook` for each sandbox that ends (killed, expired, dead), as it is torn down. */
+  onTeardown(hook: (id: string) => void): void {
+    this.ending.onTeardown(hook);
+  }
+
   /**
    * The guest channel of a sandbox, for an operation that needs one: a call on a hibernated
    * sandbox resumes it first. Counts as activity.

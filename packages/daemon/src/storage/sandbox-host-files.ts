@@ -23,6 +23,9 @@ import { ensureReadOnlyView, inspectView, readMountTable, removeView, type ViewS
 
 const require = createRequire(import.meta.url);
 
+/** The host's CA bundle in the directory buildTrust() returns. */
+export const BUILD_CA_FILE = 'host-ca.crt';
+
 export interface HostFilesLayout {
   /** The daemon's read-write copies: $WARREN_HOME/guest. */
   guestDir: string;
@@ -103,7 +106,7 @@ export class SandboxHostFiles {
    */
   static prepare(layout: HostFilesLayout): SandboxHostFiles {
     const { guestDir } = layout;
-    for (const sub of ['lib', 'etc']) mkdirSync(path.join(guestDir, sub), { recursive: true, mode: 0o755 });
+    for (const sub of ['lib', 'etc', 'build']) mkdirSync(path.join(guestDir, sub), { recursive: true, mode: 0o755 });
     chmodSync(guestDir, 0o755);
     // Before the views, the files sat at the top of guest/ (removed so nothing mounts them).
     for (const legacy of [AGENT_FILE, INIT_FILE, CONNECT_HELPER_FILE]) rmSync(path.join(guestDir, legacy), { force: true });
@@ -141,6 +144,20 @@ export class SandboxHostFiles {
     if (!existsSync(hostFile)) return undefined;
     writeIfChanged(path.join(this.layout.guestDir, 'etc', 'resolv.conf'), readFileSync(hostFile), 0o644);
     return path.join(this.guestView, 'etc', 'resolv.conf');
+  }
+
+  /**
+   * A read-only directory holding a copy of the host's CA bundle (`host-ca.crt`), for build
+   * steps: they fetch with the host's network, so they trust what the host trusts (a host
+   * behind a TLS-inspecting proxy has that proxy's CA in its bundle). The bundle is
+   * $SSL_CERT_FILE, else Debian's /etc/ssl/certs/ca-certificates.crt; undefined when neither
+   * exists. Refreshed on each call, like resolvConf.
+   */
+  buildTrust(env: NodeJS.ProcessEnv = process.env): string | undefined {
+    const bundle = [env.SSL_CERT_FILE, '/etc/ssl/certs/ca-certificates.crt'].find((f): f is string => !!f && existsSync(f));
+    if (!bundle) return undefined;
+    writeIfChanged(path.join(this.layout.guestDir, 'build', BUILD_CA_FILE), readFileSync(bundle), 0o644);
+    return path.join(this.guestView, 'build');
   }
 
   /**

@@ -9,10 +9,10 @@ import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { Runsc } from '../drivers/gvisor/runsc.js';
-import { GUEST_NODE_PATH, SANDBOX_CAPABILITIES } from '../drivers/gvisor/bundle.js';
+import { GUEST_LIB_DIR, GUEST_NODE_PATH, SANDBOX_CAPABILITIES } from '../drivers/gvisor/bundle.js';
 import { LineSplitter } from './lines.js';
 import type { TemplateUser } from './passwd.js';
-import type { SandboxHostFiles } from '../storage/sandbox-host-files.js';
+import { BUILD_CA_FILE, type SandboxHostFiles } from '../storage/sandbox-host-files.js';
 
 export interface BuildCommand {
   containerId: string;
@@ -23,8 +23,8 @@ export interface BuildCommand {
   user: TemplateUser;
   cwd: string;
   env: Record<string, string>;
-  /** Mounted read-only: the node binary and resolv.conf, from the read-only guest view. */
-  hostFiles: Pick<SandboxHostFiles, 'node' | 'resolvConf'>;
+  /** Mounted read-only: the node binary, resolv.conf and the host's CA bundle, from the read-only guest view. */
+  hostFiles: Pick<SandboxHostFiles, 'node' | 'resolvConf' | 'buildTrust'>;
   onLine: (stream: 'stdout' | 'stderr', line: string) => void;
   signal: AbortSignal;
 }
@@ -71,12 +71,24 @@ export async function runBuildCommand(runsc: Runsc, cmd: BuildCommand): Promise<
   return { exitCode, signal, tail, aborted };
 }
 
+/**
+ * Variables that point TLS clients at the host's CA bundle, mounted in GUEST_LIB_DIR (an empty
+ * directory in every template, filled only in sandboxes): openssl and curl, git, node, npm,
+ * pip. A recipe's own env steps override them.
+ */
+function trustEnv(caFile: string): Record<string, string> {
+  const vars = ['SSL_CERT_FILE', 'CURL_CA_BUNDLE', 'GIT_SSL_CAINFO', 'NODE_EXTRA_CA_CERTS', 'npm_config_cafile', 'PIP_CERT', 'REQUESTS_CA_BUNDLE'];
+  return Object.fromEntries(vars.map((v) => [v, caFile]));
+}
+
 function buildSpec(cmd: BuildCommand): Record<string, unknown> {
   const root = cmd.user.uid === 0;
+  const trustDir = existsSync(path.join(cmd.rootfs, GUEST_LIB_DIR.slice(1))) ? cmd.hostFiles.buildTrust() : undefined;
   const env = {
     PATH: '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin',
     HOME: cmd.user.home,
     LANG: 'C.UTF-8',
+    ...(trustDir ? trustEnv(`${GUEST_LIB_DIR}/${BUILD_CA_FILE}`) : {}),
     ...cmd.env,
   };
   const mounts: Array<Record<string, unknown>> = [
@@ -91,6 +103,7 @@ function buildSpec(cmd: BuildCommand): Record<string, unknown> {
   // Never the host's own files: their copies in the read-only guest view (security.md).
   const resolvConf = existsSync(path.join(cmd.rootfs, 'etc/resolv.conf')) ? cmd.hostFiles.resolvConf() : undefined;
   if (resolvConf) mounts.push({ destination: '/etc/resolv.conf', type: 'bind', source: resolvConf, options: ['rbind', 'ro'] });
+  if (trustDir) mounts.push({ destination: GUEST_LIB_DIR, type: 'bind', source: trustDir, options: ['rbind', 'ro'] });
   if (existsSync(path.join(cmd.rootfs, GUEST_NODE_PATH.slice(1)))) {
     mounts.push({ destination: GUEST_NODE_PATH, type: 'bind', source: cmd.hostFiles.node, options: ['rbind', 'ro'] });
   }

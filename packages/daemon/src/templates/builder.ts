@@ -22,6 +22,7 @@ import { applyTop, flatten, type FlattenCounts } from './flatten.js';
 import { mountOverlay, unmount } from './mounts.js';
 import { lookupOwner, lookupUser } from './passwd.js';
 import type { BuildPlan, PlannedStep } from './plan.js';
+import { buildRegistryEnv } from './registries.js';
 import { clearStaleStaging, Staging } from './staging.js';
 import type { SandboxHostFiles } from '../storage/sandbox-host-files.js';
 
@@ -56,6 +57,8 @@ const APT_SCRIPT = (packages: string[]) =>
 
 export class TemplateBuilder {
   private runsc: Runsc;
+  /** Read once, at the first step that runs a command. */
+  private registryEnv?: Promise<Record<string, string>>;
   readonly layersDir: string;
   readonly buildRoot: string;
   readonly trashDir: string;
@@ -231,7 +234,11 @@ export class TemplateBuilder {
         script: step.type === 'apt' ? APT_SCRIPT(step.packages) : step.cmd,
         user,
         cwd,
-        env: { ...s.context.env, ...(step.type === 'apt' ? { DEBIAN_FRONTEND: 'noninteractive' } : {}) },
+        env: {
+          ...(await (this.registryEnv ??= buildRegistryEnv(this.opts.log))),
+          ...s.context.env,
+          ...(step.type === 'apt' ? { DEBIAN_FRONTEND: 'noninteractive' } : {}),
+        },
         hostFiles: this.opts.hostFiles,
         onLine,
         signal,

@@ -6,7 +6,8 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { MiddlewareHandler } from 'hono';
 import { Hono } from 'hono';
-import { PortUrlRequest, WarrenError, type PortUrl } from '@warren/protocol';
+import { PortUrlRequest, PortForwardRequest, WarrenError, type PortUrl, type PortForwardList } from '@warren/protocol';
+import type { TcpForwards } from '../../network/tcp-forwards.js';
 import type { Registry } from '../../core/registry.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import {
@@ -24,6 +25,7 @@ import { jsonBody, parse } from '../errors.js';
 
 export interface PortDeps {
   sandboxes: SandboxService;
+  forwards: TcpForwards;
   registry: Registry;
   tokens: PortTokens;
   /** The port the daemon listens on, for the URLs it signs. */
@@ -95,18 +97,41 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
   };
 }
 
+function portParam(text: string): number {
+  const port = Number(text);
+  if (!/^\d+$/.test(text) || port < 1 || port > 65535) throw new WarrenError('invalid_argument', `port must be an integer from 1 to 65535 (got ${text})`);
+  return port;
+}
+
 export function portRoutes(deps: PortDeps): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
   app.post('/:id/ports/:port/url', async (c) => {
     const id = c.req.param('id');
-    const port = Number(c.req.param('port'));
-    if (!Number.isInteger(port) || port < 1 || port > 65535)
-      throw new WarrenError('invalid_argument', `port must be an integer from 1 to 65535 (got ${c.req.param('port')})`);
+    const port = portParam(c.req.param('port'));
     const { expiresInSeconds } = parse(PortUrlRequest, await jsonBody(c));
     deps.sandboxes.get(id); // 404 for unknown sandboxes
     const expiresAt = Date.now() + expiresInSeconds * 1000;
     const result: PortUrl = { url: portUrl(id, port, deps.daemonPort(), deps.tokens.sign(id, port, expiresAt)), expiresAt: new Date(expiresAt).toISOString() };
     return c.json(result, 201);
+  });
+  app.post('/:id/ports/:port/forward', async (c) => {
+    const id = c.req.param('id');
+    const port = portParam(c.req.param('port'));
+    const { hostPort } = parse(PortForwardRequest, await jsonBody(c));
+    deps.sandboxes.get(id); // 404 for unknown sandboxes
+    return c.json(await deps.forwards.add(id, port, hostPort), 201);
+  });
+  app.get('/:id/forwards', (c) => {
+    const id = c.req.param('id');
+    deps.sandboxes.get(id);
+    return c.json({ forwards: deps.forwards.list(id) } satisfies PortForwardList);
+  });
+  app.delete('/:id/ports/:port/forward', (c) => {
+    const id = c.req.param('id');
+    const port = portParam(c.req.param('port'));
+    deps.sandboxes.get(id);
+    if (!deps.forwards.remove(id, port)) throw new WarrenError('not_found', `port ${port} of sandbox ${id} is not forwarded`);
+    return c.body(null, 204);
   });
   return app;
 }

@@ -10,6 +10,8 @@ import { recordFor } from './records.js';
 
 export class Teardown {
   private readonly opts: SandboxServiceOptions;
+  /** Told each sandbox that ends, before its channel is released (TCP forwards close). */
+  private readonly hooks: Array<(id: string) => void> = [];
 
   constructor(
     private ctx: SandboxContext,
@@ -25,7 +27,12 @@ export class Teardown {
     transition(this.opts.registry, id, 'remove');
   }
 
+  onTeardown(hook: (id: string) => void): void {
+    this.hooks.push(hook);
+  }
+
   async teardown(id: string, reason: string): Promise<void> {
+    for (const hook of this.hooks) hook(id);
     this.opts.meter?.stop(id);
     this.ctx.lastActive.delete(id);
     this.egress.forget(id);

@@ -2,7 +2,7 @@
 import type { StartSpec } from '../driver.js';
 
 export const GUEST_NODE_PATH = '/opt/warren/bin/node';
-const GUEST_LIB_DIR = '/opt/warren/lib';
+export const GUEST_LIB_DIR = '/opt/warren/lib';
 export const AGENT_FILE = 'agent.cjs';
 export const INIT_FILE = 'warren-init';
 export const AGENT_PATH = `${GUEST_LIB_DIR}/${AGENT_FILE}`;

@@ -1,0 +1,121 @@
+/**
+ * TCP forwards (api.md, "TCP forwards"): a listener on the host's loopback reaching a port
+ * inside a sandbox, through the SDK, the HTTP API and the CLI, against a real daemon.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import net from 'node:net';
+import path from 'node:path';
+import { InvalidArgumentError, NotFoundError, type Sandbox } from '@warren/sdk';
+import { REPO, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+
+let d: DaemonHandle | undefined;
+let sbx: Sandbox;
+
+// An echo server inside: every line comes back upper-cased.
+const ECHO = `python3 -c '
+import socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        for line in self.rfile:
+            self.wfile.write(line.upper()); self.wfile.flush()
+class S(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+S(("127.0.0.1", 7000), H).serve_forever()'`;
+
+before(async () => {
+  d = await startDaemon();
+  sbx = await d.create({ ttlSeconds: 600 });
+  await sbx.exec(ECHO, { background: true });
+  await eventually(async () => (await sbx.exec('python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 7000))"')).exitCode === 0 || undefined, 20_000, 'echo server listening');
+});
+after(() => stopAndCheckClean(d));
+
+/** Sends `line` on a new connection to the host port and resolves with the first answer. */
+function roundTrip(port: number, line: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect({ host: '127.0.0.1', port });
+    let got = '';
+    s.setEncoding('utf8');
+    s.on('connect', () => s.write(`${line}\n`));
+    s.on('data', (chunk: string) => {
+      got += chunk;
+      if (got.endsWith('\n')) {
+        s.end();
+        resolve(got);
+      }
+    });
+    s.on('error', reject);
+    s.on('close', () => resolve(got));
+  });
+}
+
+function warren(...args: string[]): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(path.join(REPO, 'bin/warren'), args, { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 60_000 });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+test('a forward carries TCP both ways, many connections at once; asking again answers the same one', async () => {
+  const f = await sbx.forwardPort(7000);
+  assert.equal(f.port, 7000);
+  assert.equal(f.host, '127.0.0.1');
+  assert.ok(f.hostPort > 0);
+  const answers = await Promise.all(['one', 'two', 'three'].map((w) => roundTrip(f.hostPort, w)));
+  assert.deepEqual(answers, ['ONE\n', 'TWO\n', 'THREE\n']);
+  assert.equal((await sbx.forwardPort(7000)).hostPort, f.hostPort);
+  assert.deepEqual(
+    (await sbx.forwards()).map((x) => [x.port, x.hostPort]),
+    [[7000, f.hostPort]],
+  );
+  await sbx.closeForward(7000);
+  await assert.rejects(roundTrip(f.hostPort, 'gone'), /ECONNREFUSED/);
+  assert.deepEqual(await sbx.forwards(), []);
+});
+
+test('nothing listening inside: the connection closes; bad ports are 400, unknown ones 404', async () => {
+  const f = await sbx.forwardPort(7999);
+  assert.equal(await roundTrip(f.hostPort, 'anyone?'), '');
+  await sbx.closeForward(7999);
+  await assert.rejects(sbx.forwardPort(0), InvalidArgumentError);
+  await assert.rejects(sbx.forwardPort(70000), InvalidArgumentError);
+  await assert.rejects(sbx.closeForward(7000), NotFoundError);
+  const res = await fetch(`${d!.url}/v1/sandboxes/sb-nosuchbox/ports/7000/forward`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${d!.apiKey}`, 'content-type': 'application/json' },
+    body: '{}',
+  });
+  assert.equal(res.status, 404);
+  const noKey = await fetch(`${d!.url}/v1/sandboxes/${sbx.id}/ports/7000/forward`, { method: 'POST', body: '{}' });
+  assert.equal(noKey.status, 401);
+});
+
+test('a host port in use is a 409 naming it', async () => {
+  const taken = net.createServer();
+  await new Promise<void>((r) => taken.listen(0, '127.0.0.1', r));
+  const port = (taken.address() as net.AddressInfo).port;
+  try {
+    await assert.rejects(sbx.forwardPort(7000, { hostPort: port }), new RegExp(`127\\.0\\.0\\.1:${port} is already in use`));
+  } finally {
+    taken.close();
+  }
+});
+
+test('CLI: warren forward opens, lists and closes', async () => {
+  const opened = warren('forward', sbx.id, '7000');
+  assert.equal(opened.code, 0, opened.stderr);
+  const hostPort = Number(/^127\.0\.0\.1:(\d+)\n$/.exec(opened.stdout)?.[1]);
+  assert.ok(hostPort > 0, opened.stdout);
+  assert.equal(await roundTrip(hostPort, 'cli'), 'CLI\n');
+  assert.match(warren('forward', sbx.id).stdout, new RegExp(`7000\\s+127\\.0\\.0\\.1:${hostPort}`));
+  assert.equal(warren('forward', sbx.id, '7000', '--rm').code, 0);
+  assert.match(warren('forward', sbx.id, '7000', '--rm').stderr, /not forwarded/);
+});
+
+test("a sandbox's end closes its forwards", async () => {
+  const other = await d!.create({ ttlSeconds: 300 });
+  await other.exec(ECHO, { background: true });
+  const f = await other.forwardPort(7000);
+  await other.kill();
+  await assert.rejects(roundTrip(f.hostPort, 'after'), /ECONNREFUSED/);
+});
