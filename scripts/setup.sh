@@ -21,8 +21,11 @@ export WARREN_HOME="${WARREN_HOME:-/var/lib/warren}"
 need_pkgs=()
 command -v runsc >/dev/null && runsc --version | grep -q 2024 || need_pkgs+=(runsc)
 # gcc and libc6-dev build warren-init, the small static init that starts commands in sandboxes.
-# python3 runs the Python SDK (packages/python).
-for p in debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd; do
+# python3 runs the Python SDK (packages/python). tmux drives `warren shell` in the tests.
+# postgresql-client-15: psql, pg_receivewal, pg_basebackup and pg_amcheck on the host, for
+# databases (docs/databases.md): WAL archiving and base backups run beside the daemon.
+host_pkgs=(debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd tmux postgresql-client-15)
+for p in "${host_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -32,7 +35,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   # runsc must come from bookworm-backports: bookworm's own build is an old ptrace-only one.
   apt-get install -y -qq -t bookworm-backports runsc >/dev/null
-  apt-get install -y -qq debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd tmux >/dev/null
+  apt-get install -y -qq "${host_pkgs[@]}" >/dev/null
 fi
 log "runsc: $(runsc --version | head -1)"
 
@@ -76,6 +79,11 @@ WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren te
 # first build takes 5 to 15 minutes on 2 cores; cached per step like base afterwards.
 log "dev template (git, build-essential, python3, node, go, ripgrep, ...; the first build takes minutes)"
 WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren template build --local templates/dev/recipe.json
+# --- postgres template -----------------------------------------------------------------
+# Databases (docs/databases.md) are sandboxes of this template: Debian's postgresql-15,
+# initdb'd at build time, so a new database is a restore of a running server.
+log "postgres template (Debian's postgresql-15)"
+WARREN_DEBIAN_MIRROR="${WARREN_DEBIAN_MIRROR:-$(debian_mirror)}" ./bin/warren template build --local templates/postgres/recipe.json
 
 [ "$start_daemon" = 1 ] || exit 0
 
