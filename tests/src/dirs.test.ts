@@ -22,6 +22,7 @@ import {
   utimesSync,
   writeFileSync,
 } from 'node:fs';
+import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -272,6 +273,23 @@ test('a download that tar cannot finish (an unreadable file) fails and leaves no
   // As root the same directory downloads.
   await sbx.files.downloadDir('/home/user/unreadable', path.join(box, 'out'), { user: 'root' });
   assert.equal(readFileSync(path.join(box, 'out/b'), 'utf8'), 'secret\n');
+});
+
+test('a client that goes away mid-upload leaves nothing: no destination, no temporary directory', async () => {
+  await sh('rm -rf /home/user/cut && mkdir -p /home/user/cut');
+  // A member that promises 4 MiB, of which only the first 64 KiB are sent before the client vanishes.
+  const whole = archive(entry('big.bin', { data: Buffer.alloc(4 * 1024 * 1024, 7) }));
+  const url = new URL(`${d.url}/v1/sandboxes/${sbx.id}/files/dir?path=${encodeURIComponent('/home/user/cut/x')}`);
+  await new Promise<void>((resolve) => {
+    const req = http.request(url, { method: 'PUT', headers: { authorization: `Bearer ${d.apiKey}`, 'content-type': 'application/x-tar' } });
+    req.on('error', () => resolve());
+    req.write(whole.subarray(0, 512 + 64 * 1024), () => setTimeout(() => {
+      req.destroy();
+      resolve();
+    }, 300));
+  });
+  await eventually(async () => (await sh('ls -A /home/user/cut | wc -l')) === '0' || undefined, 30_000, 'the partial upload is removed');
+  assert.equal((await sbx.exec('echo alive')).stdout, 'alive\n');
 });
 
 test('bad requests: a file as the directory, an unknown exists policy, a missing directory', async () => {

@@ -124,6 +124,33 @@ test('detach and attach again: the recent output is replayed and the shell is th
   assert.match(late.text, /second-kept-3/);
 });
 
+test('a fork has its own copy of each terminal, from the same instant; the attached client stays with the parent', T, async () => {
+  const { term, screen } = await open();
+  term.write('X=forked; echo "before-$((6*7))"\r');
+  await screen.until(/before-42/, 'output before the fork');
+  const child = await sbx.fork();
+  try {
+    // The parent's client is still attached and its shell carries on.
+    term.write('echo "parent-$X-$((1+1))"\r');
+    await screen.until(/parent-forked-2/, "the parent's shell after the fork");
+    const copy = new Screen();
+    const inChild = await child.pty.connect(term.id, { onData: copy.onData });
+    await copy.until(/before-42/, "the child's replay of output from before the fork");
+    inChild.write('echo "child-$X-$((2+1))"; X=changed\r');
+    await copy.until(/child-forked-3/, "the child's copy of the shell, with the parent's variables");
+    inChild.write('exit 4\r');
+    assert.equal(await inChild.wait(), 4);
+    assert.doesNotMatch(copy.text, /parent-forked-2/, "the parent's later output is not in the child");
+    // The child's exit and change did not touch the parent's shell.
+    term.write('echo "still-$X-$((3+1))"\r');
+    await screen.until(/still-forked-4/, "the parent's shell after the child's exit");
+    term.write('exit 0\r');
+    assert.equal(await term.wait(), 0);
+  } finally {
+    await child.kill();
+  }
+});
+
 test('an attached terminal keeps its sandbox awake; a detached one hibernates with it and carries on after', T, async () => {
   const watched = await d.create({ idleSeconds: 2 });
   const left = await d.create({ idleSeconds: 2 });
