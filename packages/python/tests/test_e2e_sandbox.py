@@ -3,6 +3,7 @@ list/connect/refresh/ttl, the context manager, hibernate/resume, network and URL
 
 from __future__ import annotations
 
+import socket
 import time
 import uuid
 
@@ -138,3 +139,24 @@ class Network(E2ECase):
         url = sbx.get_url(8000, expires_in_seconds=60)
         self.assertIn(f"8000-{sbx.id}.localhost", url)
         self.assertIn("warren_token=", url)
+
+    def test_tcp_forward(self) -> None:
+        sbx = self.create()
+        sbx.exec("python3 -c 'import socket; s = socket.create_server((\"127.0.0.1\", 7001)); c, _ = s.accept(); c.sendall(c.recv(100).upper())'", background=True)
+        forward = sbx.forward_port(7001)
+        self.assertEqual((forward["port"], forward["host"]), (7001, "127.0.0.1"))
+        self.assertEqual([f["hostPort"] for f in sbx.forwards()], [forward["hostPort"]])
+        deadline = time.monotonic() + 20
+        while True:
+            # The server inside may not listen yet: the forward then closes the connection.
+            with socket.create_connection(("127.0.0.1", forward["hostPort"]), timeout=10) as conn:
+                conn.sendall(b"ping")
+                got = conn.recv(100)
+            if got or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        self.assertEqual(got, b"PING")
+        sbx.close_forward(7001)
+        self.assertEqual(sbx.forwards(), [])
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", forward["hostPort"]), timeout=10).close()
