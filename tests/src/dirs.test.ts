@@ -283,10 +283,12 @@ test('a client that goes away mid-upload leaves nothing: no destination, no temp
   await new Promise<void>((resolve) => {
     const req = http.request(url, { method: 'PUT', headers: { authorization: `Bearer ${d.apiKey}`, 'content-type': 'application/x-tar' } });
     req.on('error', () => resolve());
-    req.write(whole.subarray(0, 512 + 64 * 1024), () => setTimeout(() => {
-      req.destroy();
-      resolve();
-    }, 300));
+    req.write(whole.subarray(0, 512 + 64 * 1024), () =>
+      setTimeout(() => {
+        req.destroy();
+        resolve();
+      }, 300),
+    );
   });
   await eventually(async () => (await sh('ls -A /home/user/cut | wc -l')) === '0' || undefined, 30_000, 'the partial upload is removed');
   assert.equal((await sbx.exec('echo alive')).stdout, 'alive\n');

@@ -28,7 +28,11 @@ before(async () => {
   d = await startDaemon();
   sbx = await d.create({ ttlSeconds: 600 });
   await sbx.exec(ECHO, { background: true });
-  await eventually(async () => (await sbx.exec('python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 7000))"')).exitCode === 0 || undefined, 20_000, 'echo server listening');
+  await eventually(
+    async () => (await sbx.exec('python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 7000))"')).exitCode === 0 || undefined,
+    20_000,
+    'echo server listening',
+  );
 });
 after(() => stopAndCheckClean(d));
 
@@ -52,7 +56,11 @@ function roundTrip(port: number, line: string): Promise<string> {
 }
 
 function warren(...args: string[]): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(path.join(REPO, 'bin/warren'), args, { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey }, timeout: 60_000 });
+  const r = spawnSync(path.join(REPO, 'bin/warren'), args, {
+    encoding: 'utf8',
+    env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
+    timeout: 60_000,
+  });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 

@@ -36,10 +36,14 @@ export class TcpForwards {
     const existing = own.get(port);
     if (existing) {
       if (hostPort && existing.info.hostPort !== hostPort)
-        throw new WarrenError('conflict', `port ${port} of sandbox ${sandboxId} is already forwarded from 127.0.0.1:${existing.info.hostPort}; remove that forward first`);
+        throw new WarrenError(
+          'conflict',
+          `port ${port} of sandbox ${sandboxId} is already forwarded from 127.0.0.1:${existing.info.hostPort}; remove that forward first`,
+        );
       return existing.info;
     }
-    if (own.size >= MAX_FORWARDS_PER_SANDBOX) throw new WarrenError('resource_exhausted', `sandbox ${sandboxId} already has ${MAX_FORWARDS_PER_SANDBOX} TCP forwards; remove one first`);
+    if (own.size >= MAX_FORWARDS_PER_SANDBOX)
+      throw new WarrenError('resource_exhausted', `sandbox ${sandboxId} already has ${MAX_FORWARDS_PER_SANDBOX} TCP forwards; remove one first`);
     const sockets = new Set<net.Socket>();
     const server = net.createServer({ noDelay: true }, (socket) => this.relay(sandboxId, port, socket, sockets));
     await new Promise<void>((resolve, reject) => {
