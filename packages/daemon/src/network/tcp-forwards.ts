@@ -14,7 +14,7 @@ import { WarrenError, type PortForward } from '@warren/protocol';
 export type SandboxConnector = (sandboxId: string, port: number) => Promise<Duplex>;
 
 /** At most this many forwards per sandbox: each is a listening socket on the host. */
-export const MAX_FORWARDS_PER_SANDBOX = 16;
+const MAX_FORWARDS_PER_SANDBOX = 16;
 
 interface Entry {
   info: PortForward;
