@@ -111,7 +111,10 @@ export class TcpForwards {
       (err: Error) => {
         // Nothing listens inside, or the sandbox is gone: the client sees the connection close.
         this.log.info({ sandbox: sandboxId, port, err: err.message }, 'tcp forward connection refused');
-        socket.destroy();
+        // A close with the client's bytes unread would be a reset: read and drop them, then end.
+        socket.on('data', () => undefined).resume();
+        socket.end();
+        setTimeout(() => socket.destroy(), 5000).unref();
       },
     );
   }
