@@ -117,3 +117,13 @@ test('a target that could inject into the CONNECT line is refused', () => {
   assert.throws(() => asConnect(daemonSide, { host: 'a.example.com:1 HTTP/1.1\r\nX: y', port: 1 }), /invalid forward target/);
   assert.ok(daemonSide.destroyed);
 });
+
+test('db:NAME gives a forwarder for NAME.db.warren:5432 and no connect hint; bad names are refused', () => {
+  const policy = parsePolicy(['db:app', 'api.example.com:443']);
+  assert.deepEqual(tcpForwards(policy), [
+    { host: 'app.db.warren', port: 5432 },
+    { host: 'api.example.com', port: 443 },
+  ]);
+  assert.deepEqual(connectHints(policy), [{ host: 'api.example.com', port: 443 }]);
+  for (const bad of ['db:', 'db:App', 'db:1x', 'db:a.b', 'db:app:5432']) assert.throws(() => parsePolicy([bad]), /database rule is db:NAME/, bad);
+});

@@ -16,12 +16,17 @@
 import { Duplex } from 'node:stream';
 import { WarrenError, type ConnectHint, type TcpForward } from '@warren/protocol';
 import type { EgressPolicy } from './policy.js';
+import { DATABASE_PORT, databaseHost } from './database-rules.js';
 
 /** The forwards a policy gives, in rule order, one per host:port. */
 export function tcpForwards(policy: EgressPolicy): TcpForward[] {
   const seen = new Set<string>();
   const out: TcpForward[] = [];
   for (const r of policy.rules) {
+    if (r.kind === 'database' && r.host !== undefined) {
+      out.push({ host: databaseHost(r.host), port: DATABASE_PORT });
+      continue;
+    }
     if (r.kind !== 'domain' || r.host === undefined || r.port === undefined) continue;
     const key = `${r.host}:${r.port}`;
     if (seen.has(key)) continue;

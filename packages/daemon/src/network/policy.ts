@@ -11,6 +11,7 @@
  *   10.0.0.0/8[:PORT]          an IPv4 network; host bits must be zero
  *   [2001:db8::1][:PORT]       one IPv6 address, in brackets (stored as a /128)
  *   [2001:db8::/32][:PORT]     an IPv6 network, in brackets
+ *   db:NAME                    the database NAME (database-rules.ts), as NAME.db.warren:5432
  * No port means any port. Names are lower-cased, a trailing dot is dropped, non-ASCII names
  * are converted to punycode. An empty list denies everything.
  *
@@ -32,12 +33,13 @@
 import { isIPv4, isIPv6 } from 'node:net';
 import { domainToASCII } from 'node:url';
 import { WarrenError } from '@warren/protocol';
+import { DATABASE_NAME_PATTERN, DATABASE_PORT, DATABASE_RULE_PREFIX } from './database-rules.js';
 
 interface EgressRule {
   /** The rule in normalised form, as `policyRules` returns it. */
   raw: string;
-  kind: 'domain' | 'suffix' | 'cidr';
-  /** Lower-cased domain ('domain'), or the suffix without '*.' ('suffix'). */
+  kind: 'domain' | 'suffix' | 'cidr' | 'database';
+  /** Lower-cased domain ('domain'), the suffix without '*.' ('suffix'), or the database's name ('database'). */
   host?: string;
   /** Network address in canonical form ('cidr'); IPv6 if it contains ':'. */
   network?: string;
@@ -106,6 +108,11 @@ function parseRule(input: unknown): EgressRule {
   if (text === '') throw new RuleError('it is empty');
   if (/\s/.test(text)) throw new RuleError('it contains whitespace');
 
+  if (text.startsWith(DATABASE_RULE_PREFIX)) {
+    const name = text.slice(DATABASE_RULE_PREFIX.length);
+    if (!DATABASE_NAME_PATTERN.test(name)) throw new RuleError(`a database rule is db:NAME, NAME matching ${DATABASE_NAME_PATTERN.source}`);
+    return { kind: 'database', host: name, raw: `${DATABASE_RULE_PREFIX}${name}`, port: DATABASE_PORT };
+  }
   const { hostPart, portPart, bracketed } = splitPort(text);
   const port = portPart === undefined ? undefined : parsePort(portPart);
   const withPort = (base: string) => (port === undefined ? base : `${base}:${port}`);
@@ -444,4 +451,9 @@ function truncate(text: string, max: number): string {
 function isAscii(text: string): boolean {
   for (let i = 0; i < text.length; i++) if (text.charCodeAt(i) > 0x7f) return false;
   return true;
+}
+
+/** Whether the policy has the rule `db:NAME`. */
+export function allowsDatabase(policy: EgressPolicy, name: string): boolean {
+  return policy.rules.some((r) => r.kind === 'database' && r.host === name);
 }

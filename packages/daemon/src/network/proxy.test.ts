@@ -17,6 +17,7 @@ import tls from 'node:tls';
 import { pino } from 'pino';
 import type { EgressRecord } from './audit.js';
 import { parsePolicy, type EgressPolicy } from './policy.js';
+import type { DatabaseConnector } from './database-rules.js';
 import { EgressProxy } from './proxy.js';
 
 const SANDBOX = 'sb-test';
@@ -72,7 +73,7 @@ interface AuditEntry extends EgressRecord {
 }
 
 /** A proxy fed by a loopback TCP server, with an in-memory audit and a recording lookup. */
-async function startProxy(rules: string[], maxStreamsPerSandbox?: number) {
+async function startProxy(rules: string[], maxStreamsPerSandbox?: number, databases?: DatabaseConnector) {
   let policy: EgressPolicy = parsePolicy(rules);
   const audit: AuditEntry[] = [];
   const lookups: string[] = [];
@@ -96,6 +97,7 @@ async function startProxy(rules: string[], maxStreamsPerSandbox?: number) {
     lookup,
     connectTimeoutMs: 2000,
     maxStreamsPerSandbox,
+    ...(databases ? { databases } : {}),
   });
   const front = net.createServer((socket) => proxy.serve(socket, SANDBOX, () => policy));
   const port = await listen(front);
@@ -499,5 +501,48 @@ test('serves a plain Duplex (as the guest tunnel delivers), not only TCP sockets
     outside.destroy();
   } finally {
     p.close();
+  }
+});
+
+test('db:NAME: a CONNECT to NAME.db.warren:5432 reaches that database through the connector, never DNS; others are refused', async () => {
+  // Stands in for a database's postgres: an echo server.
+  const echo = net.createServer((s) => s.pipe(s));
+  const echoPort = await listen(echo);
+  const asked: string[] = [];
+  const databases: DatabaseConnector = {
+    connect: (sandboxId, name) => {
+      asked.push(`${sandboxId}/${name}`);
+      return Promise.resolve(net.connect({ host: '127.0.0.1', port: echoPort }));
+    },
+  };
+  const p = await startProxy(['db:app'], undefined, databases);
+  try {
+    const tunnel = await connectVia(p.port, 'app.db.warren:5432');
+    assert.equal(tunnel.status, 200);
+    const back = await new Promise<string>((resolve, reject) => {
+      tunnel.socket.once('data', (c: Buffer) => resolve(c.toString()));
+      tunnel.socket.on('error', reject);
+      tunnel.socket.write('startup');
+    });
+    assert.equal(back, 'startup');
+    tunnel.socket.end();
+    await eventually(() => p.audit[0]?.finished === true, 'the database connection audited');
+    assert.equal(p.audit[0]?.decision, 'allowed');
+    assert.equal(p.audit[0]?.host, 'app.db.warren');
+    assert.equal(p.audit[0]?.bytesUp, 7);
+    assert.equal(p.audit[0]?.bytesDown, 7);
+    assert.deepEqual(asked, [`${SANDBOX}/app`]);
+
+    for (const authority of ['other.db.warren:5432', 'app.db.warren:80']) {
+      const refused = await connectVia(p.port, authority);
+      assert.equal(refused.status, 403, authority);
+      refused.socket.destroy();
+    }
+    assert.deepEqual(asked, [`${SANDBOX}/app`], 'refused targets never reach the connector');
+    assert.deepEqual(p.lookups, [], 'database names are never looked up');
+    assert.equal(p.audit.filter((a) => a.decision === 'denied').length, 2);
+  } finally {
+    p.close();
+    echo.close();
   }
 });

@@ -39,7 +39,8 @@ import { promises as dnsPromises } from 'node:dns';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
-import { allowsAddress, allowsName, type EgressPolicy } from './policy.js';
+import { allowsAddress, allowsDatabase, allowsName, type EgressPolicy } from './policy.js';
+import { countedStream, databaseOfHost, DATABASE_PORT, type DatabaseConnector } from './database-rules.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
 import { credentialFor } from './credentials.js';
 import { TlsTerminator, type TerminatorOptions } from './terminate.js';
@@ -73,6 +74,8 @@ export interface ProxyOptions {
   connectTimeoutMs?: number;
   /** Default MAX_STREAMS_PER_SANDBOX. */
   maxStreamsPerSandbox?: number;
+  /** Where `db:NAME` rules lead (database-rules.ts); without it they reach nothing. */
+  databases?: DatabaseConnector;
   /**
    * Certificates for TLS termination of credential hosts (network/terminate.ts). Without it,
    * HTTPS to a credential host is tunnelled untouched (no headers added).
@@ -90,11 +93,14 @@ interface ClientContext {
   policy: () => EgressPolicy;
 }
 
-type Opened = { ok: true; upstream: net.Socket; reason: string } | { ok: false; status: 403 | 502; decision: EgressRecord['decision']; reason: string };
+/** What the proxy relays to: a socket, or a database's connection with the same byte counts. */
+type Upstream = Duplex & { readonly bytesRead: number; readonly bytesWritten: number };
+type Opened = { ok: true; upstream: Upstream; reason: string } | { ok: false; status: 403 | 502; decision: EgressRecord['decision']; reason: string };
 
 export class EgressProxy {
   private readonly server: http.Server;
   private readonly clients = new WeakMap<Duplex, ClientContext>();
+  private readonly databases?: DatabaseConnector;
   /** Every client and upstream stream still open, per sandbox, so closeAll can end them. */
   private readonly open = new Map<string, Set<Duplex>>();
   private readonly log: Logger;
@@ -112,6 +118,7 @@ export class EgressProxy {
     this.lookup = opts.lookup ?? dnsPromises.lookup;
     this.connectTimeoutMs = opts.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS;
     this.maxStreams = opts.maxStreamsPerSandbox ?? MAX_STREAMS_PER_SANDBOX;
+    this.databases = opts.databases;
     if (opts.credentialTls) this.terminator = new TlsTerminator({ log: this.log, audit: this.audit, ...opts.credentialTls });
     // Never listens: connections arrive through serve(). A long upload is not a stuck
     // request, so no request timeout; idle keep-alive connections close as usual.
@@ -356,6 +363,8 @@ export class EgressProxy {
    */
   private async openUpstream(client: ClientContext, conn: Duplex, target: Target): Promise<Opened | undefined> {
     const policy = client.policy(); // read once per request: a change applies from the next request
+    const database = databaseOfHost(target.host);
+    if (database !== undefined) return this.openDatabase(client, conn, target, database, policy);
     const byName = allowsName(policy, target.host, target.port);
     if (!byName.allowed) return { ok: false, status: 403, decision: 'denied', reason: notAllowed(target, byName.reason) };
 
@@ -398,6 +407,26 @@ export class EgressProxy {
     }
     if (conn.destroyed) return undefined;
     return { ok: false, status: 502, decision: 'allowed', reason: `cannot connect to ${target.host}:${target.port} (${lastError})` };
+  }
+
+  /** `NAME.db.warren:5432` under a `db:NAME` rule: the database's postgres, never a DNS name. */
+  private async openDatabase(client: ClientContext, conn: Duplex, target: Target, name: string, policy: EgressPolicy): Promise<Opened | undefined> {
+    if (target.port !== DATABASE_PORT || !allowsDatabase(policy, name)) {
+      return { ok: false, status: 403, decision: 'denied', reason: notAllowed(target, `no rule db:${name} allows database ${name} (port ${DATABASE_PORT})`) };
+    }
+    if (!this.databases) return { ok: false, status: 502, decision: 'allowed', reason: `databases are not served by this daemon (db:${name})` };
+    try {
+      const inner = await this.databases.connect(client.sandboxId, name);
+      if (conn.destroyed) {
+        inner.destroy();
+        return undefined;
+      }
+      const upstream = countedStream(inner);
+      this.track(client.sandboxId, upstream);
+      return { ok: true, upstream, reason: `rule 'db:${name}' allows database ${name}` };
+    } catch (err) {
+      return { ok: false, status: 502, decision: 'allowed', reason: `cannot reach database ${name}: ${(err as Error).message}` };
+    }
   }
 
   private connect(sandboxId: string, address: string, port: number): Promise<net.Socket> {

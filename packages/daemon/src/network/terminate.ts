@@ -52,7 +52,7 @@ export interface Takeover {
   conn: Duplex;
   firstBytes: Buffer;
   /** Connected to an allowed address of the target; nothing written yet. */
-  upstream: Socket;
+  upstream: Duplex;
 }
 
 interface Session {
