@@ -1,0 +1,289 @@
+/**
+ * Continuous WAL archiving of one database to daemon-side storage, for point-in-time restore
+ * (restore.ts, docs/databases.md). On the host, beside the daemon:
+ *
+ *   <dir>/wal/    pg_receivewal --synchronous over the database's TCP forward, on a
+ *                 replication slot, so the server keeps WAL the archive has not taken yet;
+ *                 the segment being written is `<segment>.partial` (pg_receivewal's own
+ *                 rename-when-complete, fsynced on every flush)
+ *   <dir>/base/<finished ms>/   base backups (pg_basebackup -Ft -z -X fetch: base.tar.gz is
+ *                 consistent on its own), written into `.partial-*` and renamed when whole,
+ *                 with meta.json {startedAt, finishedAt, firstSegment}
+ *
+ * Nothing is ever rewritten in place, so a daemon killed -9, a database sandbox that dies or
+ * a full disk leave complete files and at most a `.partial` that the next run continues or
+ * ignores. The children run in their own process group, their pids in <dir>/pids, so a new
+ * daemon kills what a killed one left before it starts its own.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import type { Logger } from 'pino';
+
+export const PG_BIN = '/usr/lib/postgresql/15/bin';
+const SLOT = 'warren_archive';
+const RESTART_DELAY_MS = 2000;
+const SEGMENT_NAME = /^[0-9A-F]{24}$/;
+
+/** Where the database's server is reachable from the host, and its password. */
+export interface ArchiveEndpoint {
+  port: number;
+  password: string;
+}
+
+export interface WalArchiveOptions {
+  dir: string;
+  /** The database's forward; undefined while it has none (the archive waits). */
+  endpoint: () => ArchiveEndpoint | undefined;
+  /** WAL and base backups older than this go (one base backup and what follows it always stay). */
+  retainMs: number;
+  baseBackupEveryMs: number;
+  log: Logger;
+}
+
+export interface BaseBackup {
+  dir: string;
+  startedAt: number;
+  finishedAt: number;
+  /** The newest complete segment in wal/ when the backup began: replay needs segments from here on. */
+  firstSegment?: string;
+}
+
+export class WalArchive {
+  private stopped = false;
+  private receiver?: ChildProcess;
+  private backupTimer?: NodeJS.Timeout;
+  private restartTimer?: NodeJS.Timeout;
+  private backingUp?: Promise<void>;
+  /** When the running pg_receivewal started; undefined while none runs. */
+  private streamingSince?: number;
+
+  constructor(private readonly opts: WalArchiveOptions) {}
+
+  get walDir(): string {
+    return path.join(this.opts.dir, 'wal');
+  }
+
+  get baseDir(): string {
+    return path.join(this.opts.dir, 'base');
+  }
+
+  async start(): Promise<void> {
+    await mkdir(this.walDir, { recursive: true, mode: 0o700 });
+    await mkdir(this.baseDir, { recursive: true, mode: 0o700 });
+    killLeftovers(this.opts.dir, this.opts.log);
+    this.runReceiver();
+    // The first base backup right away: without one nothing is restorable.
+    if (this.baseBackups().length === 0) this.backupSoon(0);
+    else this.backupSoon(this.opts.baseBackupEveryMs);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.backupTimer);
+    clearTimeout(this.restartTimer);
+    if (this.receiver?.pid) killGroup(this.receiver.pid);
+    await this.backingUp?.catch(() => undefined);
+  }
+
+  /** Takes a base backup now (also what the schedule calls). */
+  async baseBackup(): Promise<BaseBackup> {
+    const ep = this.opts.endpoint();
+    if (!ep) throw new Error('the database has no forward yet');
+    const startedAt = Date.now();
+    const firstSegment = this.segments().at(-1);
+    const partial = path.join(this.baseDir, `.partial-${startedAt}`);
+    await rm(partial, { recursive: true, force: true });
+    try {
+      await this.run('pg_basebackup', ['-D', partial, '-Ft', '-z', '-X', 'fetch', '-c', 'fast', '-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'], ep);
+      const finishedAt = Date.now();
+      const meta: BaseBackup = { dir: '', startedAt, finishedAt, ...(firstSegment ? { firstSegment } : {}) };
+      await writeFile(path.join(partial, 'meta.json'), JSON.stringify(meta));
+      const dest = path.join(this.baseDir, String(finishedAt));
+      await rename(partial, dest);
+      this.opts.log.info({ dir: this.opts.dir, ms: finishedAt - startedAt }, 'database base backup taken');
+      return { ...meta, dir: dest };
+    } catch (err) {
+      await rm(partial, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** Complete base backups, oldest first. */
+  baseBackups(): BaseBackup[] {
+    if (!existsSync(this.baseDir)) return [];
+    return readdirSync(this.baseDir)
+      .filter((d) => /^\d+$/.test(d))
+      .flatMap((d) => {
+        try {
+          const meta = JSON.parse(readFileSync(path.join(this.baseDir, d, 'meta.json'), 'utf8')) as BaseBackup;
+          return [{ ...meta, dir: path.join(this.baseDir, d) }];
+        } catch {
+          return []; // a backup without its meta was never completed
+        }
+      })
+      .sort((a, b) => a.finishedAt - b.finishedAt);
+  }
+
+  /** Complete WAL segment names, in order. */
+  segments(): string[] {
+    if (!existsSync(this.walDir)) return [];
+    return readdirSync(this.walDir)
+      .filter((f) => SEGMENT_NAME.test(f))
+      .sort();
+  }
+
+  /**
+   * What a restore can reach: from the end of the oldest complete base backup to now while
+   * pg_receivewal streams, else to the last moment WAL arrived (the newest file's mtime:
+   * pg_receivewal writes and fsyncs the `.partial` segment as the server flushes).
+   */
+  window(now = Date.now()): { from?: number; to?: number } {
+    const oldest = this.baseBackups()[0];
+    if (!oldest) return {};
+    // While pg_receivewal streams (synchronously), every commit is archived as it happens: the window reaches now.
+    if (this.streamingSince !== undefined && now - this.streamingSince > RESTART_DELAY_MS) return { from: oldest.finishedAt, to: now };
+    let to = oldest.finishedAt;
+    for (const f of readdirSync(this.walDir)) to = Math.max(to, statSync(path.join(this.walDir, f)).mtimeMs);
+    return { from: oldest.finishedAt, to: Math.floor(to) };
+  }
+
+  /** Drops what is older than the retention, keeping the newest base backup before the cut and the WAL after it. */
+  async prune(now = Date.now()): Promise<void> {
+    const backups = this.baseBackups();
+    const cut = now - this.opts.retainMs;
+    const keepFrom = backups.filter((b) => b.finishedAt <= cut).at(-1) ?? backups[0];
+    if (!keepFrom) return;
+    for (const b of backups) if (b.finishedAt < keepFrom.finishedAt) await rm(b.dir, { recursive: true, force: true });
+    if (keepFrom.firstSegment) {
+      for (const s of this.segments()) if (s < keepFrom.firstSegment) await rm(path.join(this.walDir, s), { force: true });
+    }
+  }
+
+  private backupSoon(delayMs: number): void {
+    if (this.stopped) return;
+    this.backupTimer = setTimeout(() => {
+      this.backingUp = this.baseBackup()
+        .then(() => this.prune())
+        .catch((err: Error) => this.opts.log.warn({ dir: this.opts.dir, err: err.message }, 'database base backup failed; retrying at the next interval'))
+        .finally(() => this.backupSoon(this.baseBackups().length ? this.opts.baseBackupEveryMs : RESTART_DELAY_MS * 5));
+    }, delayMs);
+    this.backupTimer.unref();
+  }
+
+  /** pg_receivewal until stopped, started again after any exit (the server restarted, hibernated, the disk filled). */
+  private runReceiver(): void {
+    if (this.stopped) return;
+    const again = () => {
+      if (this.stopped) return;
+      this.restartTimer = setTimeout(() => this.runReceiver(), RESTART_DELAY_MS);
+      this.restartTimer.unref();
+    };
+    const ep = this.opts.endpoint();
+    if (!ep) return again();
+    const conn = ['-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'];
+    this.run('pg_receivewal', ['--create-slot', '--if-not-exists', '--slot', SLOT, ...conn], ep)
+      .then(() => {
+        if (this.stopped) return;
+        const child = this.spawnChild('pg_receivewal', ['-D', this.walDir, '--slot', SLOT, '--synchronous', '--no-loop', ...conn], ep);
+        this.receiver = child;
+        this.streamingSince = Date.now();
+        let stderr = '';
+        child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+        child.on('close', (code) => {
+          this.streamingSince = undefined;
+          this.forgetPid(child.pid);
+          if (!this.stopped) this.opts.log.info({ dir: this.opts.dir, code, err: lastLine(stderr) }, 'pg_receivewal ended; starting it again');
+          again();
+        });
+      })
+      .catch((err: Error) => {
+        this.opts.log.info({ dir: this.opts.dir, err: err.message }, 'the replication slot could not be made yet; trying again');
+        again();
+      });
+  }
+
+  private spawnChild(tool: string, args: string[], ep: ArchiveEndpoint): ChildProcess {
+    // The password travels in the child's environment only: never argv, never logs.
+    const child = spawn(path.join(PG_BIN, tool), args, {
+      env: { PATH: process.env.PATH, PGPASSWORD: ep.password, PGCONNECT_TIMEOUT: '10' },
+      stdio: ['ignore', 'ignore', 'pipe'],
+      detached: true,
+    });
+    if (child.pid) this.notePid(child.pid);
+    return child;
+  }
+
+  private run(tool: string, args: string[], ep: ArchiveEndpoint): Promise<void> {
+    return new Promise((resolve, reject) => {
+      const child = this.spawnChild(tool, args, ep);
+      let stderr = '';
+      child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+      child.on('error', reject);
+      child.on('close', (code) => {
+        this.forgetPid(child.pid);
+        if (code === 0) resolve();
+        else reject(new Error(`${tool} exited with ${code}: ${lastLine(stderr)}`));
+      });
+    });
+  }
+
+  private pidFile(): string {
+    return path.join(this.opts.dir, 'pids');
+  }
+
+  private notePid(pid: number): void {
+    const pids = new Set(readPids(this.pidFile()));
+    pids.add(pid);
+    writePids(this.pidFile(), pids);
+  }
+
+  private forgetPid(pid: number | undefined): void {
+    if (!pid) return;
+    const pids = new Set(readPids(this.pidFile()));
+    pids.delete(pid);
+    writePids(this.pidFile(), pids);
+  }
+}
+
+function readPids(file: string): number[] {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n > 1);
+}
+
+function writePids(file: string, pids: Set<number>): void {
+  // Small and rewritten whole; a torn write only loses a pid of a child that is then left to exit on its own.
+  const text = [...pids].join('\n');
+  void writeFile(file, text ? `${text}\n` : '').catch(() => undefined);
+}
+
+/** Children of a daemon that was killed: only processes that are still pg tools are killed. */
+function killLeftovers(dir: string, log: Logger): void {
+  for (const pid of readPids(path.join(dir, 'pids'))) {
+    let cmd = '';
+    try {
+      cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8');
+    } catch {
+      continue; // gone already
+    }
+    if (!cmd.startsWith(PG_BIN) || !cmd.includes(dir)) continue;
+    killGroup(pid);
+    log.warn({ pid, dir }, 'killed an archiving process a previous daemon left');
+  }
+}
+
+function killGroup(pid: number): void {
+  try {
+    process.kill(-pid, 'SIGTERM');
+  } catch {
+    // already gone
+  }
+}
+
+function lastLine(text: string): string {
+  return text.trim().split('\n').at(-1) ?? '';
+}
