@@ -9,8 +9,8 @@ import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
 import path from 'node:path';
-import { ConflictError, Database, InvalidArgumentError, NotFoundError, Sandbox, Snapshots } from '@warren/sdk';
-import { REPO, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { ConflictError, Database, FailedPreconditionError, InvalidArgumentError, NotFoundError, Sandbox, Snapshots, type DatabaseInfo } from '@warren/sdk';
+import { REPO, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const PSQL = '/usr/lib/postgresql/15/bin/psql';
 let d: DaemonHandle | undefined;
@@ -140,18 +140,28 @@ test('bad input: names, unknown databases and snapshots, duplicates, a snapshot 
 
   // Duplicates: of a database, of one being created, of a branch name; branching one being created.
   const creating = Database.create('dup', d!.conn);
-  // The name is reserved as soon as the create starts.
-  await new Promise((r) => setTimeout(r, 300));
+  // The name is reserved as soon as the create starts, long before PostgreSQL answers.
+  const early = await eventually(() => d!.http.json<DatabaseInfo>('GET', '/v1/databases/dup').catch(() => undefined), 10_000, 'the name reserved', 10);
+  assert.equal(early.state, 'creating');
+  assert.equal(early.sandboxId, undefined);
+  await assert.rejects(d!.http.json('POST', '/v1/databases/dup/branches', { json: { name: 'dup2' } }), FailedPreconditionError);
+  await assert.rejects(d!.http.json('GET', '/v1/databases/dup/url'), FailedPreconditionError);
   await assert.rejects(Database.create('dup', d!.conn), ConflictError);
-  const early = await d!.http.json<{ state: string }>('GET', '/v1/databases/dup').catch(() => undefined);
-  if (early?.state === 'creating') await assert.rejects(d!.http.json('POST', '/v1/databases/dup/branches', { json: { name: 'dup2' } }), ConflictError);
   const dup = await creating;
   await assert.rejects(dup.branch('dup'), ConflictError);
   assert.deepEqual(
     (await Database.list(d!.conn)).map((x) => x.name),
     ['dup'],
   );
+  // Its sandbox killed behind its back: the database shows it, refuses branches and URLs, and is removed.
+  await (await Sandbox.connect(dup.info.sandboxId!, d!.conn)).kill();
+  const gone = await dup.refresh();
+  assert.equal(gone.state, 'missing');
+  assert.equal(gone.hostPort, undefined);
+  await assert.rejects(dup.branch('dup3'), (e: Error) => e instanceof FailedPreconditionError && /missing/.test(e.message));
+  await assert.rejects(dup.url(), FailedPreconditionError);
   await dup.delete();
+  assert.deepEqual(await Database.list(d!.conn), []);
 });
 
 test('from a snapshot; the CLI round trip', async () => {

@@ -109,6 +109,9 @@ export class DatabaseService {
   url(name: string): string {
     const r = this.record(name);
     if (!r.sandboxId || r.hostPort === undefined) throw new WarrenError('failed_precondition', `database ${name} is still being created; ask for its URL once it is running`);
+    const state = this.sandboxState(r.sandboxId);
+    if (state === 'dead' || state === 'missing')
+      throw new WarrenError('failed_precondition', `database ${name}'s sandbox ${r.sandboxId} is ${state}; nothing answers at its URL (remove it with DELETE /v1/databases/${name})`);
     return `postgres://postgres:${r.password}@127.0.0.1:${r.hostPort}/${r.database}`;
   }
 
