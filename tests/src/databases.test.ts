@@ -122,7 +122,10 @@ test('create, branch, branch of a branch: each is its own writable database; rm 
 });
 
 test('bad input: names, unknown databases and snapshots, duplicates, a snapshot of another template', async () => {
-  await assert.rejects(Database.create('Bad-Name', d!.conn), (e: Error) => e instanceof InvalidArgumentError && /\^\[a-z\]\[a-z0-9_\]\{0,62\}\$/.test(e.message));
+  await assert.rejects(
+    Database.create('Bad-Name', d!.conn),
+    (e: Error) => e instanceof InvalidArgumentError && /\^\[a-z\]\[a-z0-9_\]\{0,62\}\$/.test(e.message),
+  );
   await assert.rejects(Database.create('x'.repeat(64), d!.conn), InvalidArgumentError);
   await assert.rejects(Database.create('1abc', d!.conn), InvalidArgumentError);
   await assert.rejects(d!.http.json('GET', '/v1/databases/Bad-Name'), InvalidArgumentError);
@@ -134,7 +137,10 @@ test('bad input: names, unknown databases and snapshots, duplicates, a snapshot 
   // A snapshot of a sandbox of another template is not a database.
   const plain = await d!.create({ ttlSeconds: 300 });
   const snap = await plain.snapshot();
-  await assert.rejects(Database.create('fromplain', { ...d!.conn, fromSnapshot: snap.id }), (e: Error) => e instanceof InvalidArgumentError && /template/.test(e.message));
+  await assert.rejects(
+    Database.create('fromplain', { ...d!.conn, fromSnapshot: snap.id }),
+    (e: Error) => e instanceof InvalidArgumentError && /template/.test(e.message),
+  );
   await Snapshots.delete(snap.id, d!.conn);
   await plain.kill();
 

@@ -63,7 +63,14 @@ export async function runDatabases(ctx: Context): Promise<void> {
   await killBase();
 
   const r = ctx.report;
-  const baseRow = r.add({ key: 'db-fork-base', suite: SUITE, label: 'sandbox fork of a base sandbox (same run)', unit: 'ms', values: forkBase, isBaseline: true });
+  const baseRow = r.add({
+    key: 'db-fork-base',
+    suite: SUITE,
+    label: 'sandbox fork of a base sandbox (same run)',
+    unit: 'ms',
+    values: forkBase,
+    isBaseline: true,
+  });
   r.add({ key: 'db-create', suite: SUITE, label: 'Database.create (baked postgres, password, forward)', unit: 'ms', values: creates, baseline: baseRow.key });
   const same = r.add({
     key: 'db-fork-same',

@@ -19,7 +19,10 @@ export const CreateDatabaseRequest = z
   .object({
     name: DatabaseName,
     /** Start from this snapshot of a database's sandbox (template `postgres`) instead of an empty cluster. */
-    fromSnapshot: z.string().regex(/^snap-[a-z0-9]+$/, 'a snapshot id looks like snap-…').optional(),
+    fromSnapshot: z
+      .string()
+      .regex(/^snap-[a-z0-9]+$/, 'a snapshot id looks like snap-…')
+      .optional(),
   })
   .strict();
 export type CreateDatabaseRequest = z.input<typeof CreateDatabaseRequest>;

@@ -20,7 +20,10 @@ export async function waitReady(exec: SandboxExec, sandboxId: string): Promise<v
     const r = await exec(sandboxId, { argv: [`${BIN}/pg_isready`, '-h', '/tmp', '-p', '5432', '-q'], user: 'postgres', timeoutSeconds: 10 });
     if (r.exitCode === 0) return;
     if (Date.now() > deadline)
-      throw new WarrenError('unavailable', `PostgreSQL in sandbox ${sandboxId} did not accept connections within ${READY_TIMEOUT_MS / 1000} s (pg_isready exit ${r.exitCode})`);
+      throw new WarrenError(
+        'unavailable',
+        `PostgreSQL in sandbox ${sandboxId} did not accept connections within ${READY_TIMEOUT_MS / 1000} s (pg_isready exit ${r.exitCode})`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 200));
   }
 }
@@ -43,5 +46,8 @@ export async function initialise(exec: SandboxExec, sandboxId: string, database:
     timeoutSeconds: 60,
   });
   if (r.exitCode !== 0)
-    throw new WarrenError('internal', `setting up database ${database} in sandbox ${sandboxId} failed (psql exit ${r.exitCode}): ${r.stderr.trim().slice(0, 500)}`);
+    throw new WarrenError(
+      'internal',
+      `setting up database ${database} in sandbox ${sandboxId} failed (psql exit ${r.exitCode}): ${r.stderr.trim().slice(0, 500)}`,
+    );
 }

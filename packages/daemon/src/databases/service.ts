@@ -7,7 +7,7 @@
  * interrupted: `reconcile` drops those). Every other record names its sandbox.
  */
 import type { Logger } from 'pino';
-import { MAX_TTL_SECONDS, WarrenError, type DatabaseInfo, type SandboxInfo } from '@warren/protocol';
+import { MAX_TTL_SECONDS, WarrenError, type DatabaseInfo, type PortForward, type SandboxInfo } from '@warren/protocol';
 import type { SandboxService } from '../core/sandboxes.js';
 import type { SnapshotService } from '../core/snapshots.js';
 import type { TcpForwards } from '../network/tcp-forwards.js';
@@ -15,10 +15,10 @@ import { initialise, waitReady, type SandboxExec } from './postgres.js';
 import { newPassword } from './password.js';
 import type { DatabaseRecord, DatabaseStore } from './store.js';
 
-export const DATABASE_TEMPLATE = 'postgres';
+const DATABASE_TEMPLATE = 'postgres';
 const POSTGRES_PORT = 5432;
 /** Metadata key naming the database a sandbox holds (`warren ls` shows it). */
-export const DATABASE_METADATA_KEY = 'warren.database';
+const DATABASE_METADATA_KEY = 'warren.database';
 /** Databases do not expire: their sandboxes get an expiry no reaper tick reaches. */
 const NEVER = Date.UTC(9999, 11, 31);
 
@@ -43,7 +43,10 @@ export class DatabaseService {
     if (opts.fromSnapshot) {
       const snap = this.deps.snapshots.get(opts.fromSnapshot); // 404 for unknown snapshots
       if (snap.template !== DATABASE_TEMPLATE)
-        throw new WarrenError('invalid_argument', `snapshot ${snap.id} is of template ${snap.template}; a database starts from a snapshot of a database (template ${DATABASE_TEMPLATE})`);
+        throw new WarrenError(
+          'invalid_argument',
+          `snapshot ${snap.id} is of template ${snap.template}; a database starts from a snapshot of a database (template ${DATABASE_TEMPLATE})`,
+        );
     }
     const password = newPassword();
     const started = Date.now();
@@ -83,7 +86,11 @@ export class DatabaseService {
     try {
       // The instant the fork began: everything committed before it is in the branch.
       const at = Date.now();
-      const forked = await this.deps.sandboxes.fork(parent.sandboxId, { count: 1, metadata: { [DATABASE_METADATA_KEY]: newName }, ttlSeconds: MAX_TTL_SECONDS });
+      const forked = await this.deps.sandboxes.fork(parent.sandboxId, {
+        count: 1,
+        metadata: { [DATABASE_METADATA_KEY]: newName },
+        ttlSeconds: MAX_TTL_SECONDS,
+      });
       childId = forked.sandboxes[0]?.id;
       if (!childId) throw new WarrenError('internal', `fork of ${parent.sandboxId} returned no sandbox`);
       neverExpire(this.deps.sandboxes, childId);
@@ -108,10 +115,14 @@ export class DatabaseService {
   /** The connection URL, with the password: the one place it leaves the daemon. */
   url(name: string): string {
     const r = this.record(name);
-    if (!r.sandboxId || r.hostPort === undefined) throw new WarrenError('failed_precondition', `database ${name} is still being created; ask for its URL once it is running`);
+    if (!r.sandboxId || r.hostPort === undefined)
+      throw new WarrenError('failed_precondition', `database ${name} is still being created; ask for its URL once it is running`);
     const state = this.sandboxState(r.sandboxId);
     if (state === 'dead' || state === 'missing')
-      throw new WarrenError('failed_precondition', `database ${name}'s sandbox ${r.sandboxId} is ${state}; nothing answers at its URL (remove it with DELETE /v1/databases/${name})`);
+      throw new WarrenError(
+        'failed_precondition',
+        `database ${name}'s sandbox ${r.sandboxId} is ${state}; nothing answers at its URL (remove it with DELETE /v1/databases/${name})`,
+      );
     return `postgres://postgres:${r.password}@127.0.0.1:${r.hostPort}/${r.database}`;
   }
 
@@ -148,7 +159,7 @@ export class DatabaseService {
 
   /** Opens the forward to 5432, on `wanted` when free, else on any port (logged), and records its port. */
   private async openForward(name: string, sandboxId: string, wanted?: number): Promise<void> {
-    let f;
+    let f: PortForward;
     try {
       f = await this.deps.forwards.add(sandboxId, POSTGRES_PORT, wanted ?? 0);
     } catch (err) {
