@@ -8,9 +8,8 @@ import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import net from 'node:net';
-import path from 'node:path';
 import { ConflictError, Database, FailedPreconditionError, InvalidArgumentError, NotFoundError, Sandbox, Snapshots, type DatabaseInfo } from '@warren/sdk';
-import { REPO, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { eventually, runWarren, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const PSQL = '/usr/lib/postgresql/15/bin/psql';
 let d: DaemonHandle | undefined;
@@ -33,12 +32,7 @@ function sql(url: string, text: string): string {
 }
 
 function warren(...args: string[]): { code: number; stdout: string; stderr: string } {
-  const r = spawnSync(path.join(REPO, 'bin/warren'), args, {
-    encoding: 'utf8',
-    env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey },
-    timeout: 120_000,
-  });
-  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+  return runWarren(d!, args);
 }
 
 function refused(port: number): Promise<boolean> {
