@@ -7,7 +7,7 @@
  * Interleaved, so load on the machine hits all rows alike.
  */
 import { spawnSync } from 'node:child_process';
-import { Database, Sandbox } from '@warren/sdk';
+import { bake, Database, Sandbox } from '@warren/sdk';
 import type { Context } from '../context.js';
 
 const SUITE = 'databases';
@@ -31,6 +31,9 @@ export async function runDatabases(ctx: Context): Promise<void> {
   const forkBase: number[] = [];
   const forkSame: number[] = [];
 
+  // Creates restore the baked template from the first one on, as they do on a daemon that ran a while.
+  const baked = await bake('postgres', conn);
+  if (baked.state !== 'ready') throw new Error(`the postgres template did not bake: ${JSON.stringify(baked)}`);
   const db = await Database.create('bench_db', conn);
   ctx.defer('remove database bench_db', () => db.delete().catch(() => undefined));
   const bytes = Number(psql(await db.url(), LOAD_SQL));

@@ -11,7 +11,7 @@ import { MAX_TTL_SECONDS, WarrenError, type DatabaseInfo, type PortForward, type
 import type { SandboxService } from '../core/sandboxes.js';
 import type { SnapshotService } from '../core/snapshots.js';
 import type { TcpForwards } from '../network/tcp-forwards.js';
-import { initialise, waitReady, type SandboxExec } from './postgres.js';
+import { initialise, type SandboxExec } from './postgres.js';
 import { newPassword } from './password.js';
 import type { DatabaseRecord, DatabaseStore } from './store.js';
 
@@ -63,7 +63,6 @@ export class DatabaseService {
         apiKeyId,
       );
       neverExpire(this.deps.sandboxes, sandbox.id);
-      await waitReady(this.deps.exec, sandbox.id);
       await initialise(this.deps.exec, sandbox.id, name, password);
       this.deps.store.complete(name, sandbox.id);
       await this.openForward(name, sandbox.id);
