@@ -32,6 +32,7 @@ export const SUITES = [
   'dirs',
   'stdin',
   'watch',
+  'databases',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -89,6 +90,8 @@ export const DEFAULT_ITERS = {
   terminal: 200,
   /** Files created inside while a watch waits for their events (watch suite). */
   watch: 100,
+  /** Database creates and branches of a 100 MB database (each beside a plain fork of a base sandbox and of the database's sandbox). */
+  databases: 5,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

@@ -16,6 +16,7 @@
  *   node bench/dist/run.js cli --n cli=30                   # warren ls start-up vs node -e 0
  *   node bench/dist/run.js stdin --n stdin=3                # exec stdin (what warren exec -i streams) vs a host pipe
  *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
+ *   node bench/dist/run.js databases --n databases=5        # database create and branch of 100 MB vs plain forks
  *   node bench/dist/run.js terminal --n terminal=200        # keystroke echo through a terminal vs in-sandbox pipe and pty
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
@@ -50,6 +51,7 @@ import { runTerminal } from './suites/terminal.js';
 import { runDirs } from './suites/dirs.js';
 import { runStdin } from './suites/stdin.js';
 import { runWatch } from './suites/watch.js';
+import { runDatabases } from './suites/databases.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
@@ -74,6 +76,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   dirs: runDirs,
   stdin: runStdin,
   watch: runWatch,
+  databases: runDatabases,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -97,6 +100,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   dirs: ['dirs'],
   stdin: ['stdin'],
   watch: ['watch'],
+  databases: ['databases'],
 };
 
 function usage(msg?: string, code = 2): never {
@@ -152,7 +156,8 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
         k === 'egressconc' ||
         k === 'idle' ||
         k === 'workload' ||
-        k === 'dirs'
+        k === 'dirs' ||
+        k === 'databases'
         ? 2
         : k === 'density'
           ? 1

@@ -3,7 +3,7 @@
  * it) on a private WARREN_HOME and a free port, with real runsc sandboxes, and checks that
  * nothing is left behind when it stops.
  */
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -295,4 +295,14 @@ export async function eventually<T>(fn: () => Promise<T> | T, timeoutMs: number,
     await sleep(intervalMs);
   }
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${(last as Error).message}` : ''}`);
+}
+
+/** Runs bin/warren against the daemon `d` (its URL and key in the environment); waits for it to exit. */
+export function runWarren(d: DaemonHandle, args: string[], timeoutMs = 120_000): { code: number; stdout: string; stderr: string } {
+  const r = spawnSync(path.join(REPO, 'bin/warren'), args, {
+    encoding: 'utf8',
+    env: { ...process.env, WARREN_URL: d.url, WARREN_API_KEY: d.apiKey },
+    timeout: timeoutMs,
+  });
+  return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }

@@ -16,6 +16,7 @@ import { registerNetworkCommands } from './network.js';
 import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 import { cliVersion } from './version.js';
 import { registerShellCommand } from './shell.js';
+import { registerDbCommands } from './db.js';
 
 /** Every command, as `warren` has them. */
 export function buildProgram(): Command {
@@ -255,6 +256,7 @@ export function buildProgram(): Command {
   registerUsageCommands(program);
   registerLogCommands(program);
   registerShellCommand(program);
+  registerDbCommands(program);
   return program;
 }
 

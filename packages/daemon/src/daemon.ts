@@ -41,6 +41,8 @@ import { ToolService } from './tools/service.js';
 import { acquireHomeLock } from './lock.js';
 import { TerminalService } from './core/terminals.js';
 import { terminalUpgrade } from './api/terminal-socket.js';
+import { DatabaseService } from './databases/service.js';
+import { DatabaseStore } from './databases/store.js';
 
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -193,6 +195,16 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   let listeningPort = config.port;
   const forwards = new TcpForwards(async (id, port) => (await sandboxes.guest(id, 'ports')).connectPort(port), log);
   sandboxes.onTeardown((id) => forwards.removeSandbox(id));
+  const databases = new DatabaseService({
+    store: new DatabaseStore(registry.database),
+    sandboxes,
+    snapshots,
+    forwards,
+    exec: (id, req) => exec.run(id, req),
+    log,
+  });
+  // Forwards are in memory only: each database's is opened again, on its old port if free.
+  await databases.reconcile();
   const ports: PortDeps = { sandboxes, registry, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const app = buildApp({
     registry,
@@ -214,6 +226,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     runsc,
     selfUrl: () => loopbackUrl(config.host, listeningPort),
     terminals,
+    databases,
   });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's

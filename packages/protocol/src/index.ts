@@ -11,3 +11,4 @@ export * from './terminals.js';
 export * from './terminal-requests.js';
 export * from './tar-check.js';
 export * from './dir-place.js';
+export * from './databases.js';

@@ -65,6 +65,7 @@ from .models import (
 from .processes import Processes, ProcessHandle, ProcessStream
 from .sandbox import Sandbox
 from .snapshots import Snapshots
+from .databases import Database, DatabaseInfo
 from .stdin import StdinData
 from .templates import Template
 from .tools import Attempt, AsyncToolset, Toolset, async_best_of, best_of, tool_schemas
@@ -98,6 +99,8 @@ __all__ = [
     "AsyncProcessHandle",
     "AsyncProcessStream",
     "Snapshots",
+    "Database",
+    "DatabaseInfo",
     "Template",
     "Toolset",
     "AsyncToolset",

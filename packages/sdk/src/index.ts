@@ -25,3 +25,5 @@ export type { TerminalInfo } from '@warren/protocol';
 export type { DirOptions } from './files.js';
 export type { DirProgress } from './dirs.js';
 export { extractDir, packDir } from './dirs.js';
+export { Database, type DatabaseCreateOptions } from './databases.js';
+export type { DatabaseInfo, DatabaseUrl } from '@warren/protocol';

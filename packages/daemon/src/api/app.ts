@@ -36,6 +36,8 @@ import type { LogFile } from '../storage/log-file.js';
 import { mcpRoutes } from './routes/mcp.js';
 import { terminalRoutes } from './routes/terminals.js';
 import type { TerminalService } from '../core/terminals.js';
+import { databaseRoutes } from './routes/databases.js';
+import type { DatabaseService } from '../databases/service.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -61,6 +63,7 @@ export interface ApiDeps {
   /** This daemon's API on loopback (known once it listens): where `/mcp`'s tools send their calls. */
   selfUrl: () => string;
   terminals: TerminalService;
+  databases: DatabaseService;
 }
 
 export function buildApp(deps: ApiDeps): Hono<AuthVars> {
@@ -108,5 +111,6 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
   app.route('/mcp', mcpRoutes(deps.selfUrl));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
+  app.route('/v1/databases', databaseRoutes(deps.databases));
   return app;
 }

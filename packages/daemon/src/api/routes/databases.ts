@@ -1,0 +1,35 @@
+/** /v1/databases: create, list, get, delete, branch, url (docs/databases.md). */
+import { Hono } from 'hono';
+import { BranchDatabaseRequest, CreateDatabaseRequest, DatabaseName, type DatabaseList, type DatabaseUrl } from '@warren/protocol';
+import type { DatabaseService } from '../../databases/service.js';
+import type { AuthVars } from '../auth.js';
+import { jsonBody, parse } from '../errors.js';
+
+export function databaseRoutes(databases: DatabaseService): Hono<AuthVars> {
+  const app = new Hono<AuthVars>();
+  // A bad name in the path is a 400 naming the rule, not a 404.
+  const name = (raw: string) => parse(DatabaseName, raw);
+
+  app.post('/', async (c) => {
+    const req = parse(CreateDatabaseRequest, await jsonBody(c));
+    return c.json(await databases.create(req.name, { ...(req.fromSnapshot ? { fromSnapshot: req.fromSnapshot } : {}) }, c.get('apiKeyId')), 201);
+  });
+
+  app.get('/', (c) => c.json({ databases: databases.list() } satisfies DatabaseList));
+
+  app.get('/:name', (c) => c.json(databases.get(name(c.req.param('name')))));
+
+  app.get('/:name/url', (c) => c.json({ url: databases.url(name(c.req.param('name'))) } satisfies DatabaseUrl));
+
+  app.post('/:name/branches', async (c) => {
+    const req = parse(BranchDatabaseRequest, await jsonBody(c));
+    return c.json(await databases.branch(name(c.req.param('name')), req.name), 201);
+  });
+
+  app.delete('/:name', async (c) => {
+    await databases.remove(name(c.req.param('name')));
+    return c.body(null, 204);
+  });
+
+  return app;
+}

@@ -1,0 +1,216 @@
+/**
+ * Databases: a database is one sandbox of the `postgres` template, with a record in SQLite
+ * (store.ts) and a TCP forward on the host's loopback to its port 5432. Branches are forks of
+ * that sandbox: memory, WAL and data files at one instant, immediately writable.
+ *
+ * Invariant: a record without a sandbox id is a create or branch in progress (or one a crash
+ * interrupted: `reconcile` drops those). Every other record names its sandbox.
+ */
+import type { Logger } from 'pino';
+import { MAX_TTL_SECONDS, WarrenError, type DatabaseInfo, type PortForward, type SandboxInfo } from '@warren/protocol';
+import type { SandboxService } from '../core/sandboxes.js';
+import type { SnapshotService } from '../core/snapshots.js';
+import type { TcpForwards } from '../network/tcp-forwards.js';
+import { initialise, type SandboxExec } from './postgres.js';
+import { newPassword } from './password.js';
+import type { DatabaseRecord, DatabaseStore } from './store.js';
+
+const DATABASE_TEMPLATE = 'postgres';
+const POSTGRES_PORT = 5432;
+/** Metadata key naming the database a sandbox holds (`warren ls` shows it). */
+const DATABASE_METADATA_KEY = 'warren.database';
+/** Databases do not expire: their sandboxes get an expiry no reaper tick reaches. */
+const NEVER = Date.UTC(9999, 11, 31);
+
+export interface DatabaseServiceDeps {
+  store: DatabaseStore;
+  sandboxes: SandboxService;
+  snapshots: SnapshotService;
+  forwards: TcpForwards;
+  exec: SandboxExec;
+  log: Logger;
+}
+
+export class DatabaseService {
+  private readonly log: Logger;
+
+  constructor(private readonly deps: DatabaseServiceDeps) {
+    this.log = deps.log.child({ component: 'databases' });
+  }
+
+  /** A new database: a sandbox of the postgres template (or of a snapshot of one), its password set, NAME created in it. */
+  async create(name: string, opts: { fromSnapshot?: string }, apiKeyId: string): Promise<DatabaseInfo> {
+    if (opts.fromSnapshot) {
+      const snap = this.deps.snapshots.get(opts.fromSnapshot); // 404 for unknown snapshots
+      if (snap.template !== DATABASE_TEMPLATE)
+        throw new WarrenError(
+          'invalid_argument',
+          `snapshot ${snap.id} is of template ${snap.template}; a database starts from a snapshot of a database (template ${DATABASE_TEMPLATE})`,
+        );
+    }
+    const password = newPassword();
+    const started = Date.now();
+    this.deps.store.reserve({ name, database: name, password, createdAt: started });
+    let sandbox: SandboxInfo | undefined;
+    try {
+      sandbox = await this.deps.sandboxes.create(
+        {
+          template: DATABASE_TEMPLATE,
+          ttlSeconds: MAX_TTL_SECONDS,
+          metadata: { [DATABASE_METADATA_KEY]: name },
+          ...(opts.fromSnapshot ? { snapshot: opts.fromSnapshot } : {}),
+        },
+        apiKeyId,
+      );
+      neverExpire(this.deps.sandboxes, sandbox.id);
+      await initialise(this.deps.exec, sandbox.id, name, password);
+      this.deps.store.complete(name, sandbox.id);
+      await this.openForward(name, sandbox.id);
+    } catch (err) {
+      await this.undo(name, sandbox?.id, 'database create failed');
+      throw err;
+    }
+    this.log.info({ database: name, sandbox: sandbox.id, fromSnapshot: opts.fromSnapshot, ms: Date.now() - started }, 'database created');
+    return this.get(name);
+  }
+
+  /** A live copy of NAME at this instant, as database NEW: a fork of its sandbox. Same password (it is in the copied pg_authid). */
+  async branch(name: string, newName: string): Promise<DatabaseInfo> {
+    const parent = this.record(name);
+    const parentState = parent.sandboxId ? this.sandboxState(parent.sandboxId) : 'creating';
+    if (!parent.sandboxId || (parentState !== 'running' && parentState !== 'hibernated'))
+      throw new WarrenError('failed_precondition', `database ${name} is ${parentState}; a database can be branched once it is running`);
+    this.deps.store.reserve({ name: newName, database: parent.database, password: parent.password, parent: name, createdAt: Date.now() });
+    let childId: string | undefined;
+    try {
+      // The instant the fork began: everything committed before it is in the branch.
+      const at = Date.now();
+      const forked = await this.deps.sandboxes.fork(parent.sandboxId, {
+        count: 1,
+        metadata: { [DATABASE_METADATA_KEY]: newName },
+        ttlSeconds: MAX_TTL_SECONDS,
+      });
+      childId = forked.sandboxes[0]?.id;
+      if (!childId) throw new WarrenError('internal', `fork of ${parent.sandboxId} returned no sandbox`);
+      neverExpire(this.deps.sandboxes, childId);
+      this.deps.store.complete(newName, childId, at);
+      await this.openForward(newName, childId);
+      this.log.info({ database: newName, parent: name, sandbox: childId, forkMs: forked.totalMs, parentPausedMs: forked.parentPausedMs }, 'database branched');
+    } catch (err) {
+      await this.undo(newName, childId, 'database branch failed');
+      throw err;
+    }
+    return this.get(newName);
+  }
+
+  get(name: string): DatabaseInfo {
+    return this.info(this.record(name));
+  }
+
+  list(): DatabaseInfo[] {
+    return this.deps.store.list().map((r) => this.info(r));
+  }
+
+  /** The connection URL, with the password: the one place it leaves the daemon. */
+  url(name: string): string {
+    const r = this.record(name);
+    if (!r.sandboxId || r.hostPort === undefined)
+      throw new WarrenError('failed_precondition', `database ${name} is still being created; ask for its URL once it is running`);
+    const state = this.sandboxState(r.sandboxId);
+    if (state === 'dead' || state === 'missing')
+      throw new WarrenError(
+        'failed_precondition',
+        `database ${name}'s sandbox ${r.sandboxId} is ${state}; nothing answers at its URL (remove it with DELETE /v1/databases/${name})`,
+      );
+    return `postgres://postgres:${r.password}@127.0.0.1:${r.hostPort}/${r.database}`;
+  }
+
+  /** Kills the sandbox and forgets the database; branches of it stay (they are copies). */
+  async remove(name: string): Promise<void> {
+    const r = this.record(name);
+    if (!r.sandboxId) throw new WarrenError('failed_precondition', `database ${name} is still being created; remove it once it is running`);
+    await this.undo(name, r.sandboxId, 'database removed');
+    this.log.info({ database: name, sandbox: r.sandboxId }, 'database removed');
+  }
+
+  /**
+   * After a daemon start: forwards live in memory only, so each database's forward is
+   * opened again, on its old host port when that is free. Records of creates a crash
+   * interrupted are dropped (their sandbox, if any, carries metadata naming them).
+   */
+  async reconcile(): Promise<void> {
+    for (const r of this.deps.store.list()) {
+      if (!r.sandboxId) {
+        this.log.warn({ database: r.name }, 'database create was interrupted by a daemon stop; record dropped');
+        this.deps.store.delete(r.name);
+        continue;
+      }
+      const state = this.sandboxState(r.sandboxId);
+      if (state !== 'running' && state !== 'hibernated') {
+        this.log.warn({ database: r.name, sandbox: r.sandboxId, state }, 'database sandbox is not live; no forward opened');
+        continue;
+      }
+      await this.openForward(r.name, r.sandboxId, r.hostPort).catch((err: Error) =>
+        this.log.error({ database: r.name, sandbox: r.sandboxId, err: err.message }, 'database forward could not be opened'),
+      );
+    }
+  }
+
+  /** Opens the forward to 5432, on `wanted` when free, else on any port (logged), and records its port. */
+  private async openForward(name: string, sandboxId: string, wanted?: number): Promise<void> {
+    let f: PortForward;
+    try {
+      f = await this.deps.forwards.add(sandboxId, POSTGRES_PORT, wanted ?? 0);
+    } catch (err) {
+      if (!wanted || !(err instanceof WarrenError) || err.code !== 'conflict') throw err;
+      f = await this.deps.forwards.add(sandboxId, POSTGRES_PORT, 0);
+      this.log.warn({ database: name, wanted, hostPort: f.hostPort }, 'database host port was taken; its forward moved to a new port');
+    }
+    this.deps.store.setHostPort(name, f.hostPort);
+  }
+
+  /** Kills the sandbox (if any; already gone is fine) and drops the record; the teardown hook closes the forward. */
+  private async undo(name: string, sandboxId: string | undefined, reason: string): Promise<void> {
+    if (sandboxId) {
+      this.deps.forwards.removeSandbox(sandboxId);
+      await this.deps.sandboxes.kill(sandboxId, reason).catch((err: unknown) => {
+        if (!(err instanceof WarrenError && err.code === 'not_found')) throw err;
+      });
+    }
+    this.deps.store.delete(name);
+  }
+
+  private record(name: string): DatabaseRecord {
+    const r = this.deps.store.get(name);
+    if (!r) throw new WarrenError('not_found', `no database named ${name}; see GET /v1/databases (warren db ls)`);
+    return r;
+  }
+
+  private sandboxState(id: string): DatabaseInfo['state'] {
+    try {
+      return this.deps.sandboxes.get(id).state;
+    } catch (err) {
+      if (err instanceof WarrenError && err.code === 'not_found') return 'missing';
+      throw err;
+    }
+  }
+
+  private info(r: DatabaseRecord): DatabaseInfo {
+    const state = r.sandboxId ? this.sandboxState(r.sandboxId) : 'creating';
+    return {
+      name: r.name,
+      database: r.database,
+      state,
+      ...(r.sandboxId ? { sandboxId: r.sandboxId } : {}),
+      ...(r.hostPort !== undefined && state !== 'missing' && state !== 'dead' ? { hostPort: r.hostPort } : {}),
+      ...(r.parent ? { parent: r.parent } : {}),
+      ...(r.branchedAt !== undefined ? { branchedAt: new Date(r.branchedAt).toISOString() } : {}),
+      createdAt: new Date(r.createdAt).toISOString(),
+    };
+  }
+}
+
+/** A database lives until removed: its sandbox's expiry is set out of the reaper's reach. */
+function neverExpire(sandboxes: SandboxService, id: string): void {
+  sandboxes.setTtl(id, Math.floor((NEVER - Date.now()) / 1000));
+}

@@ -1,0 +1,102 @@
+/**
+ * Database records (SQLite, a table of its own in the registry's database, like usage.ts):
+ * what the daemon must remember of a database across restarts. The password is kept here
+ * and nowhere else on the host; it is read only to build the URL.
+ */
+import type Database from 'better-sqlite3';
+import { WarrenError } from '@warren/protocol';
+
+export interface DatabaseRecord {
+  name: string;
+  /** The database inside PostgreSQL that URLs name (a branch keeps its root's). */
+  database: string;
+  /** Absent while the sandbox is being created. */
+  sandboxId?: string;
+  password: string;
+  /** The host port of its forward; absent while creating. */
+  hostPort?: number;
+  parent?: string;
+  branchedAt?: number;
+  createdAt: number;
+}
+
+interface Row {
+  name: string;
+  database: string;
+  sandbox_id: string | null;
+  password: string;
+  host_port: number | null;
+  parent: string | null;
+  branched_at: number | null;
+  created_at: number;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS databases (
+  name TEXT PRIMARY KEY,
+  database TEXT NOT NULL,
+  sandbox_id TEXT,
+  password TEXT NOT NULL,
+  host_port INTEGER,
+  parent TEXT,
+  branched_at INTEGER,
+  created_at INTEGER NOT NULL
+);
+`;
+
+export class DatabaseStore {
+  constructor(private readonly db: Database.Database) {
+    db.exec(SCHEMA);
+  }
+
+  /**
+   * Reserves the name before any sandbox exists, so two creates of one name cannot both
+   * start one: the primary key decides, and the loser gets a 409.
+   */
+  reserve(r: Pick<DatabaseRecord, 'name' | 'database' | 'password' | 'parent' | 'createdAt'>): void {
+    try {
+      this.db
+        .prepare('INSERT INTO databases (name, database, password, parent, created_at) VALUES (?, ?, ?, ?, ?)')
+        .run(r.name, r.database, r.password, r.parent ?? null, r.createdAt);
+    } catch (err) {
+      if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
+        throw new WarrenError('conflict', `a database named ${r.name} already exists; pick another name or remove it first`);
+      throw err;
+    }
+  }
+
+  /** The sandbox is up and the database in it ready. */
+  complete(name: string, sandboxId: string, branchedAt?: number): void {
+    this.db.prepare('UPDATE databases SET sandbox_id = ?, branched_at = ? WHERE name = ?').run(sandboxId, branchedAt ?? null, name);
+  }
+
+  setHostPort(name: string, hostPort: number): void {
+    this.db.prepare('UPDATE databases SET host_port = ? WHERE name = ?').run(hostPort, name);
+  }
+
+  get(name: string): DatabaseRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM databases WHERE name = ?').get(name) as Row | undefined;
+    return row && fromRow(row);
+  }
+
+  list(): DatabaseRecord[] {
+    return (this.db.prepare('SELECT * FROM databases ORDER BY name').all() as Row[]).map(fromRow);
+  }
+
+  delete(name: string): void {
+    this.db.prepare('DELETE FROM databases WHERE name = ?').run(name);
+  }
+}
+
+function fromRow(row: Row): DatabaseRecord {
+  return {
+    name: row.name,
+    database: row.database,
+    password: row.password,
+    createdAt: row.created_at,
+    ...(row.sandbox_id !== null ? { sandboxId: row.sandbox_id } : {}),
+    ...(row.host_port !== null ? { hostPort: row.host_port } : {}),
+    ...(row.parent !== null ? { parent: row.parent } : {}),
+    ...(row.branched_at !== null ? { branchedAt: row.branched_at } : {}),
+  };
+}

@@ -1,0 +1,67 @@
+"""End to end: databases (docs/databases.md) from Python, with the host's psql through the URL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from urllib.parse import urlsplit
+
+from _support import E2ECase
+
+from warren import ConflictError, Database, InvalidArgumentError, NotFoundError
+
+PSQL = "/usr/lib/postgresql/15/bin/psql"
+
+
+def sql(url: str, text: str) -> str:
+    r = subprocess.run([PSQL, url, "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-c", text], capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"psql failed: {r.stderr}")
+    return r.stdout.strip()
+
+
+def delete_quietly(db: Database) -> None:
+    try:
+        db.delete()
+    except NotFoundError:
+        pass
+
+
+class Databases(E2ECase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        super().setUpClass()
+        if not os.path.exists(PSQL):
+            raise RuntimeError(f"{PSQL} is missing: install postgresql-client-15 on the host (scripts/setup.sh does)")
+
+    def test_create_branch_url(self) -> None:
+        db = Database.create("py_app")
+        self.addCleanup(delete_quietly, db)
+        self.assertEqual(db.info.state, "running")
+        url = db.url()
+        password = urlsplit(url).password or ""
+        self.assertEqual(len(password), 43)
+        sql(url, "CREATE TABLE t (x int); INSERT INTO t VALUES (1)")
+        branch = db.branch("py_app_b")
+        self.addCleanup(delete_quietly, branch)
+        self.assertEqual(branch.info.parent, "py_app")
+        self.assertTrue(branch.info.branched_at)
+        burl = branch.url()
+        sql(burl, "INSERT INTO t VALUES (2)")
+        self.assertEqual(sql(url, "SELECT count(*) FROM t"), "1")
+        self.assertEqual(sql(burl, "SELECT count(*) FROM t"), "2")
+        names = [d.name for d in Database.list()]
+        self.assertIn("py_app", names)
+        self.assertIn("py_app_b", names)
+        self.assertNotIn(password, repr(Database.list()))
+        self.assertEqual(Database.get("py_app_b").info.parent, "py_app")
+
+    def test_bad_input(self) -> None:
+        with self.assertRaises(InvalidArgumentError):
+            Database.create("Not-OK")
+        with self.assertRaises(NotFoundError):
+            Database.get("py_nope")
+        db = Database.create("py_dup")
+        self.addCleanup(delete_quietly, db)
+        with self.assertRaises(ConflictError):
+            Database.create("py_dup")
