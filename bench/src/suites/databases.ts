@@ -65,6 +65,18 @@ export async function runDatabases(ctx: Context): Promise<void> {
   }
   await killBase();
 
+  // Point-in-time restore of the loaded database: its first base backup was taken right after
+  // create, so a restore to now replays the whole load from archived WAL.
+  const restores: number[] = [];
+  const walBytes = Number(psql(await db.url(), "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')"));
+  for (let i = 0; i < Math.min(n, 2); i++) {
+    const t0 = performance.now();
+    const restored = await db.restore(`bench_r${i}`, new Date());
+    restores.push(performance.now() - t0);
+    if (i === 0 && psql(await restored.url(), 'SELECT count(*) FROM big') !== '85000') throw new Error('the restore does not hold the loaded table');
+    await restored.delete();
+  }
+
   const r = ctx.report;
   const baseRow = r.add({
     key: 'db-fork-base',
@@ -84,6 +96,14 @@ export async function runDatabases(ctx: Context): Promise<void> {
     isBaseline: true,
   });
   r.add({ key: 'db-branch', suite: SUITE, label: `db.branch with a ${Math.round(bytes / 1e6)} MB table`, unit: 'ms', values: branches, baseline: same.key });
+  r.add({
+    key: 'db-restore',
+    suite: SUITE,
+    label: `db.restore to now: base backup + ${Math.round(walBytes / 1e6)} MB of WAL replayed`,
+    unit: 'ms',
+    values: restores,
+    baseline: 'db-create',
+  });
   const p50 = r.p50('db-branch');
   r.target('database branch of 100 MB p50 ≤ 1.5 s', p50 <= 1500, `p50 ${Math.round(p50)} ms (table ${Math.round(bytes / 1e6)} MB)`);
 }

@@ -33,10 +33,14 @@ export function registerDbCommands(program: Command): void {
     .description('create a database (prints its name; `warren db url NAME` gives the connection URL)')
     .argument('<name>')
     .option('--from-snapshot <id>', 'start from this snapshot of a database sandbox')
+    .option('--retain <duration>', 'how long WAL and base backups are kept for restores: 30m, 12h, 7d (default 7d)')
     .option('--json', 'print JSON')
-    .action(async (name: string, opts: { fromSnapshot?: string; json?: boolean }) => {
+    .action(async (name: string, opts: { fromSnapshot?: string; retain?: string; json?: boolean }) => {
       if (!opts.json) process.stderr.write(`creating database ${safe(name)} (sandbox, PostgreSQL ready, password, forward)...\n`);
-      const d = await Database.create(name, opts.fromSnapshot ? { fromSnapshot: opts.fromSnapshot } : {});
+      const d = await Database.create(name, {
+        ...(opts.fromSnapshot ? { fromSnapshot: opts.fromSnapshot } : {}),
+        ...(opts.retain ? { retainSeconds: durationSeconds(opts.retain, '--retain') } : {}),
+      });
       if (opts.json) printJson(d.info);
       else process.stdout.write(`${safe(d.name)}\n`);
     });
@@ -78,6 +82,23 @@ export function registerDbCommands(program: Command): void {
       else process.stdout.write(`${safe(d.name)}\n`);
     });
 
+  db.command('restore')
+    .description("a new database holding NAME's data as it was at --to, replayed from its WAL archive")
+    .argument('<name>')
+    .argument('<new>')
+    .requiredOption('--to <time>', 'an ISO 8601 time with a zone (2026-12-04T10:42:00Z), or a duration ago (10m)')
+    .option('--json', 'print JSON')
+    .action(async (name: string, newName: string, opts: { to: string; json?: boolean }) => {
+      const to = /^\d+[smhd]$/.test(opts.to) ? new Date(Date.now() - durationSeconds(opts.to, '--to') * 1000) : opts.to;
+      if (!opts.json)
+        process.stderr.write(
+          `restoring ${safe(name)} to ${safe(String(to instanceof Date ? to.toISOString() : to))} as ${safe(newName)} (base backup, WAL replay)...\n`,
+        );
+      const d = await (await Database.get(name)).restore(newName, to);
+      if (opts.json) printJson(d.info);
+      else process.stdout.write(`${safe(d.name)}\n`);
+    });
+
   db.command('rm')
     .description('remove databases: their sandboxes are killed (branches stay)')
     .argument('<names...>')
@@ -87,4 +108,11 @@ export function registerDbCommands(program: Command): void {
         process.stdout.write(`${safe(name)}\n`);
       }
     });
+}
+
+/** `30s`, `10m`, `12h`, `7d` in seconds. */
+function durationSeconds(text: string, flag: string): number {
+  const m = /^(\d+)([smhd])$/.exec(text);
+  if (!m) throw new Error(`${flag} takes a duration such as 30m, 12h or 7d (got '${text}')`);
+  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[m[2] as 's' | 'm' | 'h' | 'd'];
 }

@@ -1,6 +1,7 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
+import path from 'node:path';
 import { mkdirSync, readFileSync } from 'node:fs';
-import { DEFAULT_TEMPLATE } from '@warren/protocol';
+import { DEFAULT_TEMPLATE, WarrenError } from '@warren/protocol';
 import type { AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
 import { serve, type ServerType } from '@hono/node-server';
@@ -127,6 +128,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     templateOf: (id) => registry.get(id)?.template,
     log,
   });
+  let databasesLate = (): DatabaseService => {
+    throw new WarrenError('unavailable', 'databases are not ready yet; retry shortly');
+  };
   const egressLog = new EgressLog(registry.database, (err) => log.error({ err: err.message }, 'egress audit records could not be written'));
   const egressCa = new SandboxCaStore(paths.egressCa);
   const egress = new EgressProxy({
@@ -134,6 +138,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     audit: { start: (r) => egressLog.record(r), finish: (id, up, down) => egressLog.finish(id, up, down) },
     ...(config.egressDnsServers ? { lookup: serverLookup(config.egressDnsServers) } : {}),
     credentialTls: { contextFor: (id, host) => egressCa.contextFor(id, host), upstreamCa: upstreamTrust(config.egressUpstreamCaFile) },
+    // `db:NAME` rules: DatabaseService exists only later (it needs the sandboxes), so bound late.
+    databases: { connect: (_sandboxId, name) => databasesLate().connect(name) },
   });
   if (config.egressDnsServers) log.info({ servers: config.egressDnsServers }, 'egress proxy resolves names with these DNS servers');
   const images = new ImageStore(paths.images);
@@ -197,12 +203,16 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   sandboxes.onTeardown((id) => forwards.removeSandbox(id));
   const databases = new DatabaseService({
     store: new DatabaseStore(registry.database),
+    archiveRoot: path.join(config.home, 'databases'),
+    ...(process.env.WARREN_DB_BASE_BACKUP_SECONDS ? { baseBackupEveryMs: Number(process.env.WARREN_DB_BASE_BACKUP_SECONDS) * 1000 } : {}),
+    writeFile: (id, file, source, user) => files.write(id, file, source, user),
     sandboxes,
     snapshots,
     forwards,
     exec: (id, req) => exec.run(id, req),
     log,
   });
+  databasesLate = () => databases;
   // Forwards are in memory only: each database's is opened again, on its old port if free.
   await databases.reconcile();
   const ports: PortDeps = { sandboxes, registry, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
@@ -259,6 +269,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
       await pool.stop();
       await baker.stop();
       await driver.close();
+      await databases.stopArchives();
       forwards.closeAll();
       sandboxes.detachAll();
       await new Promise<void>((resolve) => server.close(() => resolve()));

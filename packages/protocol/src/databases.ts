@@ -23,6 +23,13 @@ export const CreateDatabaseRequest = z
       .string()
       .regex(/^snap-[a-z0-9]+$/, 'a snapshot id looks like snap-…')
       .optional(),
+    /** How long WAL and base backups are kept for point-in-time restore (default 7 days; 1 minute to 365 days). */
+    retainSeconds: z
+      .number()
+      .int()
+      .min(60)
+      .max(365 * 24 * 3600)
+      .optional(),
   })
   .strict();
 export type CreateDatabaseRequest = z.input<typeof CreateDatabaseRequest>;
@@ -30,6 +37,19 @@ export type CreateDatabaseRequest = z.input<typeof CreateDatabaseRequest>;
 /** POST /v1/databases/:name/branches */
 export const BranchDatabaseRequest = z.object({ name: DatabaseName }).strict();
 export type BranchDatabaseRequest = z.input<typeof BranchDatabaseRequest>;
+
+/** POST /v1/databases/:name/restore: a new database NAME holding the source's data as of `to`. */
+export const RestoreDatabaseRequest = z
+  .object({
+    name: DatabaseName,
+    /** An ISO 8601 time with a zone (2026-12-04T10:42:00Z) or epoch milliseconds. */
+    to: z.union([
+      z.number().int().positive(),
+      z.string().refine((t) => /(Z|[+-]\d\d:?\d\d)$/.test(t) && !Number.isNaN(Date.parse(t)), 'an ISO 8601 time with a zone, such as 2026-12-04T10:42:00Z'),
+    ]),
+  })
+  .strict();
+export type RestoreDatabaseRequest = z.input<typeof RestoreDatabaseRequest>;
 
 /** What the API shows of a database. Never its password: only GET /:name/url gives that. */
 export interface DatabaseInfo {
@@ -45,6 +65,12 @@ export interface DatabaseInfo {
   /** For a branch: the database it was branched from, and when. */
   parent?: string;
   branchedAt?: string;
+  /** For a point-in-time restore: the moment its data is from (`parent` names the source). */
+  restoredTo?: string;
+  /** How long its WAL archive keeps history. */
+  retainSeconds: number;
+  /** The times a restore can reach now; absent until the first base backup is in. */
+  restorable?: { from: string; to: string };
   createdAt: string;
 }
 

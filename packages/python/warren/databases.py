@@ -4,6 +4,7 @@ forward on 127.0.0.1. Behaves as the TS SDK's `Database`."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import List
 from urllib.parse import quote
 
@@ -23,6 +24,9 @@ class DatabaseInfo(Model):
     host_port: int | None = None
     parent: str | None = None
     branched_at: str | None = None
+    restored_to: str | None = None
+    retain_seconds: int = 0
+    restorable: dict | None = None
 
 
 class Database:
@@ -40,12 +44,17 @@ class Database:
         self._client = client
 
     @staticmethod
-    def create(name: str, *, from_snapshot: str | None = None, url: str | None = None, api_key: str | None = None) -> "Database":
-        """Creates a database: a sandbox running PostgreSQL with a database `name` in it."""
+    def create(
+        name: str, *, from_snapshot: str | None = None, retain_seconds: int | None = None, url: str | None = None, api_key: str | None = None
+    ) -> "Database":
+        """Creates a database: a sandbox running PostgreSQL with a database `name` in it.
+        `retain_seconds`: how long its WAL archive keeps history (default 7 days)."""
         client = get_client(url, api_key)
-        body: dict[str, str] = {"name": name}
+        body: dict[str, object] = {"name": name}
         if from_snapshot:
             body["fromSnapshot"] = from_snapshot
+        if retain_seconds:
+            body["retainSeconds"] = retain_seconds
         return Database(DatabaseInfo.from_wire(client.json("POST", "/v1/databases", json=body)), client)
 
     @staticmethod
@@ -69,6 +78,17 @@ class Database:
     def branch(self, new_name: str) -> "Database":
         """A live, writable copy of this database at this instant, named `new_name`."""
         return Database(DatabaseInfo.from_wire(self._client.json("POST", f"{self._route()}/branches", json={"name": new_name})), self._client)
+
+    def restore(self, new_name: str, to: datetime | str | int) -> "Database":
+        """A new database `new_name` holding this one's data as it was at `to` (an aware
+        datetime, an ISO 8601 string with a zone, or epoch milliseconds), replayed from its WAL
+        archive; times outside `info.restorable` are refused."""
+        if isinstance(to, datetime):
+            if to.tzinfo is None:
+                raise ValueError("restore time must carry a time zone (datetime.now(timezone.utc))")
+            to = to.isoformat()
+        body = {"name": new_name, "to": to}
+        return Database(DatabaseInfo.from_wire(self._client.json("POST", f"{self._route()}/restore", json=body)), self._client)
 
     def url(self) -> str:
         """`postgres://postgres:PASSWORD@127.0.0.1:PORT/DATABASE`: holds the password, keep it out of logs."""

@@ -8,6 +8,8 @@ import { HttpClient, type ConnectionOptions } from './client.js';
 export interface DatabaseCreateOptions extends ConnectionOptions {
   /** Start from this snapshot of a database's sandbox instead of an empty cluster. */
   fromSnapshot?: string;
+  /** How long WAL and base backups are kept for point-in-time restore (default 7 days). */
+  retainSeconds?: number;
 }
 
 export class Database {
@@ -26,7 +28,11 @@ export class Database {
    */
   static async create(name: string, opts: DatabaseCreateOptions = {}): Promise<Database> {
     const http = new HttpClient(opts);
-    const body = { name, ...(opts.fromSnapshot ? { fromSnapshot: opts.fromSnapshot } : {}) };
+    const body = {
+      name,
+      ...(opts.fromSnapshot ? { fromSnapshot: opts.fromSnapshot } : {}),
+      ...(opts.retainSeconds ? { retainSeconds: opts.retainSeconds } : {}),
+    };
     return new Database(await http.json<DatabaseInfo>('POST', '/v1/databases', { json: body }), http, opts);
   }
 
@@ -62,6 +68,18 @@ export class Database {
    */
   async branch(newName: string): Promise<Database> {
     return new Database(await this.http.json<DatabaseInfo>('POST', `${this.route()}/branches`, { json: { name: newName } }), this.http, this.opts);
+  }
+
+  /**
+   * A new database `newName` holding this one's data as it was at `to`, replayed from its
+   * WAL archive (`info.restorable` is the window; times outside it are refused).
+   *
+   * @example
+   * const before = await db.restore('app_1042', new Date('2026-12-04T10:42:00Z'));
+   */
+  async restore(newName: string, to: Date | string | number): Promise<Database> {
+    const when = to instanceof Date ? to.toISOString() : to;
+    return new Database(await this.http.json<DatabaseInfo>('POST', `${this.route()}/restore`, { json: { name: newName, to: when } }), this.http, this.opts);
   }
 
   /** `postgres://postgres:PASSWORD@127.0.0.1:PORT/DATABASE`: holds the password, keep it out of logs. */

@@ -7,6 +7,7 @@
  */
 import { createReadStream, existsSync, readdirSync } from 'node:fs';
 import path from 'node:path';
+import { Readable } from 'node:stream';
 import { WarrenError, type ExecRequest, type ExecResult } from '@warren/protocol';
 import { PG_BIN, type WalArchive } from './wal-archive.js';
 
@@ -35,14 +36,21 @@ export function checkTarget(archive: Pick<WalArchive, 'window'>, target: number,
 }
 
 export async function restoreInto(archive: WalArchive, target: number, into: RestoreTarget): Promise<void> {
-  const base = archive.baseBackups().filter((b) => b.finishedAt <= target).at(-1);
+  const base = archive
+    .baseBackups()
+    .filter((b) => b.finishedAt <= target)
+    .at(-1);
   if (!base) throw new WarrenError('failed_precondition', `no base backup finished before ${new Date(target).toISOString()}`);
   const run = async (script: string, what: string, timeoutSeconds = 300) => {
     const r = await into.exec(into.sandboxId, { argv: ['/bin/sh', '-c', script], user: 'postgres', timeoutSeconds });
     if (r.exitCode !== 0) throw new WarrenError('internal', `restore: ${what} failed (exit ${r.exitCode}): ${(r.stderr || r.stdout).trim().slice(-800)}`);
     return r.stdout;
   };
-  await run(`${PG_BIN}/pg_ctl -D ${DATA} stop -m fast -w -t 60 && rm -rf ${DATA} ${RESTORE_WAL} ${STAGE} && mkdir -m 700 ${DATA} ${RESTORE_WAL} ${STAGE}`, 'stopping the fresh server');
+  // A cold-booted sandbox may still be starting its server: stop it only once it answers.
+  await run(
+    `i=0; until ${PG_BIN}/pg_isready -q -h /tmp; do i=$((i+1)); [ $i -gt 300 ] && exit 9; sleep 0.2; done; ${PG_BIN}/pg_ctl -D ${DATA} stop -m fast -w -t 60 && rm -rf ${DATA} ${RESTORE_WAL} ${STAGE} && mkdir -m 700 ${DATA} ${RESTORE_WAL} ${STAGE}`,
+    'stopping the fresh server',
+  );
   for (const file of readdirSync(base.dir).filter((f) => f.endsWith('.tar.gz'))) {
     await into.writeFile(into.sandboxId, `${STAGE}/${file}`, createReadStream(path.join(base.dir, file)), 'postgres');
   }
@@ -56,17 +64,22 @@ export async function restoreInto(archive: WalArchive, target: number, into: Res
     if (!existsSync(path.join(archive.walDir, f))) continue; // pruned meanwhile
     await into.writeFile(into.sandboxId, `${RESTORE_WAL}/${f.slice(0, 24)}`, createReadStream(path.join(archive.walDir, f)), 'postgres');
   }
+  // Starts with a newline: the backup's postgresql.auto.conf may not end with one.
   const settings = [
+    '',
     `restore_command = 'cp ${RESTORE_WAL}/%f %p'`,
-    `recovery_target_time = '${new Date(target).toISOString()}'`,
+    // PostgreSQL's own timestamp form: it refuses ISO 8601's T and Z here.
+    `recovery_target_time = '${new Date(target).toISOString().replace('T', ' ').replace('Z', '+00')}'`,
     `recovery_target_action = 'promote'`,
-  ];
+    '',
+  ].join('\n');
+  await into.writeFile(into.sandboxId, `${STAGE}/recovery.conf`, Readable.from([Buffer.from(settings)]), 'postgres');
   await run(
     [
       `tar xzf ${STAGE}/base.tar.gz -C ${DATA}`,
       `if [ -f ${STAGE}/pg_wal.tar.gz ]; then tar xzf ${STAGE}/pg_wal.tar.gz -C ${DATA}/pg_wal; fi`,
+      `cat ${STAGE}/recovery.conf >> ${DATA}/postgresql.auto.conf`,
       `rm -rf ${STAGE}`,
-      `printf '%s\\n' ${settings.map((s) => `"${s}"`).join(' ')} >> ${DATA}/postgresql.auto.conf`,
       `touch ${DATA}/recovery.signal`,
       `chmod 700 ${DATA}`,
     ].join(' && '),

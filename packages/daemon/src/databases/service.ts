@@ -6,6 +6,9 @@
  * Invariant: a record without a sandbox id is a create or branch in progress (or one a crash
  * interrupted: `reconcile` drops those). Every other record names its sandbox.
  */
+import { rm } from 'node:fs/promises';
+import path from 'node:path';
+import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { MAX_TTL_SECONDS, WarrenError, type DatabaseInfo, type PortForward, type SandboxInfo } from '@warren/protocol';
 import type { SandboxService } from '../core/sandboxes.js';
@@ -14,6 +17,8 @@ import type { TcpForwards } from '../network/tcp-forwards.js';
 import { initialise, type SandboxExec } from './postgres.js';
 import { newPassword } from './password.js';
 import type { DatabaseRecord, DatabaseStore } from './store.js';
+import { WalArchive } from './wal-archive.js';
+import { checkTarget, restoreInto, type RestoreTarget } from './restore.js';
 
 const DATABASE_TEMPLATE = 'postgres';
 const POSTGRES_PORT = 5432;
@@ -21,9 +26,18 @@ const POSTGRES_PORT = 5432;
 const DATABASE_METADATA_KEY = 'warren.database';
 /** Databases do not expire: their sandboxes get an expiry no reaper tick reaches. */
 const NEVER = Date.UTC(9999, 11, 31);
+/** WAL and base backups are kept this long unless the create says otherwise. */
+const DEFAULT_RETAIN_SECONDS = 7 * 24 * 3600;
+const DEFAULT_BASE_BACKUP_EVERY_MS = 6 * 3600 * 1000;
 
 export interface DatabaseServiceDeps {
   store: DatabaseStore;
+  /** Where each database's WAL archive lives: <archiveRoot>/<name>/ (wal-archive.ts). */
+  archiveRoot: string;
+  /** How often a base backup is taken (default 6 hours; tests make it short). */
+  baseBackupEveryMs?: number;
+  /** Writes a file into a sandbox as a user (FileService.write), for restores. */
+  writeFile: RestoreTarget['writeFile'];
   sandboxes: SandboxService;
   snapshots: SnapshotService;
   forwards: TcpForwards;
@@ -33,13 +47,14 @@ export interface DatabaseServiceDeps {
 
 export class DatabaseService {
   private readonly log: Logger;
+  private readonly archives = new Map<string, WalArchive>();
 
   constructor(private readonly deps: DatabaseServiceDeps) {
     this.log = deps.log.child({ component: 'databases' });
   }
 
   /** A new database: a sandbox of the postgres template (or of a snapshot of one), its password set, NAME created in it. */
-  async create(name: string, opts: { fromSnapshot?: string }, apiKeyId: string): Promise<DatabaseInfo> {
+  async create(name: string, opts: { fromSnapshot?: string; retainSeconds?: number }, apiKeyId: string): Promise<DatabaseInfo> {
     if (opts.fromSnapshot) {
       const snap = this.deps.snapshots.get(opts.fromSnapshot); // 404 for unknown snapshots
       if (snap.template !== DATABASE_TEMPLATE)
@@ -50,7 +65,7 @@ export class DatabaseService {
     }
     const password = newPassword();
     const started = Date.now();
-    this.deps.store.reserve({ name, database: name, password, createdAt: started });
+    this.deps.store.reserve({ name, database: name, password, retainSeconds: opts.retainSeconds ?? DEFAULT_RETAIN_SECONDS, createdAt: started });
     let sandbox: SandboxInfo | undefined;
     try {
       sandbox = await this.deps.sandboxes.create(
@@ -70,6 +85,7 @@ export class DatabaseService {
       await this.undo(name, sandbox?.id, 'database create failed');
       throw err;
     }
+    this.startArchive(name);
     this.log.info({ database: name, sandbox: sandbox.id, fromSnapshot: opts.fromSnapshot, ms: Date.now() - started }, 'database created');
     return this.get(name);
   }
@@ -80,7 +96,14 @@ export class DatabaseService {
     const parentState = parent.sandboxId ? this.sandboxState(parent.sandboxId) : 'creating';
     if (!parent.sandboxId || (parentState !== 'running' && parentState !== 'hibernated'))
       throw new WarrenError('failed_precondition', `database ${name} is ${parentState}; a database can be branched once it is running`);
-    this.deps.store.reserve({ name: newName, database: parent.database, password: parent.password, parent: name, createdAt: Date.now() });
+    this.deps.store.reserve({
+      name: newName,
+      database: parent.database,
+      password: parent.password,
+      parent: name,
+      retainSeconds: parent.retainSeconds,
+      createdAt: Date.now(),
+    });
     let childId: string | undefined;
     try {
       // The instant the fork began: everything committed before it is in the branch.
@@ -100,7 +123,80 @@ export class DatabaseService {
       await this.undo(newName, childId, 'database branch failed');
       throw err;
     }
+    this.startArchive(newName);
     return this.get(newName);
+  }
+
+  /**
+   * A new database NEW holding NAME's data as it was at `to` (ms): its archive's newest base
+   * backup before then, replayed to that moment in a fresh sandbox. Same password as NAME.
+   */
+  async restore(name: string, newName: string, to: number, apiKeyId: string): Promise<DatabaseInfo> {
+    const source = this.record(name);
+    const archive = this.archives.get(name);
+    if (!archive)
+      throw new WarrenError(
+        'failed_precondition',
+        `database ${name} has no WAL archive running (its sandbox is ${source.sandboxId ? this.sandboxState(source.sandboxId) : 'being created'})`,
+      );
+    checkTarget(archive, to, name);
+    this.deps.store.reserve({
+      name: newName,
+      database: source.database,
+      password: source.password,
+      parent: name,
+      restoredTo: to,
+      retainSeconds: source.retainSeconds,
+      createdAt: Date.now(),
+    });
+    const started = Date.now();
+    let sandbox: SandboxInfo | undefined;
+    try {
+      sandbox = await this.deps.sandboxes.create(
+        { template: DATABASE_TEMPLATE, ttlSeconds: MAX_TTL_SECONDS, metadata: { [DATABASE_METADATA_KEY]: newName } },
+        apiKeyId,
+      );
+      neverExpire(this.deps.sandboxes, sandbox.id);
+      await restoreInto(archive, to, { sandboxId: sandbox.id, exec: this.deps.exec, writeFile: this.deps.writeFile });
+      this.deps.store.complete(newName, sandbox.id);
+      await this.openForward(newName, sandbox.id);
+    } catch (err) {
+      await this.undo(newName, sandbox?.id, 'database restore failed');
+      throw err;
+    }
+    this.startArchive(newName);
+    this.log.info({ database: newName, from: name, to: new Date(to).toISOString(), sandbox: sandbox.id, ms: Date.now() - started }, 'database restored');
+    return this.get(newName);
+  }
+
+  /** A connection to NAME's PostgreSQL, for a sandbox whose policy has `db:NAME` (network/database-rules.ts). */
+  async connect(name: string): Promise<Duplex> {
+    const r = this.record(name);
+    if (!r.sandboxId) throw new WarrenError('failed_precondition', `database ${name} is still being created`);
+    return (await this.deps.sandboxes.guest(r.sandboxId, 'ports')).connectPort(POSTGRES_PORT);
+  }
+
+  /** Stops every archiver (daemon shutdown); the archives stay for the next start. */
+  async stopArchives(): Promise<void> {
+    await Promise.all([...this.archives.values()].map((a) => a.stop()));
+    this.archives.clear();
+  }
+
+  private startArchive(name: string): void {
+    const r = this.deps.store.get(name);
+    if (!r || this.archives.has(name)) return;
+    const archive = new WalArchive({
+      dir: path.join(this.deps.archiveRoot, name),
+      endpoint: () => {
+        const current = this.deps.store.get(name);
+        return current?.hostPort !== undefined ? { port: current.hostPort, password: current.password } : undefined;
+      },
+      retainMs: r.retainSeconds * 1000,
+      baseBackupEveryMs: this.deps.baseBackupEveryMs ?? DEFAULT_BASE_BACKUP_EVERY_MS,
+      log: this.log.child({ database: name }),
+    });
+    this.archives.set(name, archive);
+    archive.start().catch((err: Error) => this.log.error({ database: name, err: err.message }, 'WAL archiving could not start'));
   }
 
   get(name: string): DatabaseInfo {
@@ -153,6 +249,7 @@ export class DatabaseService {
       await this.openForward(r.name, r.sandboxId, r.hostPort).catch((err: Error) =>
         this.log.error({ database: r.name, sandbox: r.sandboxId, err: err.message }, 'database forward could not be opened'),
       );
+      this.startArchive(r.name);
     }
   }
 
@@ -171,6 +268,10 @@ export class DatabaseService {
 
   /** Kills the sandbox (if any; already gone is fine) and drops the record; the teardown hook closes the forward. */
   private async undo(name: string, sandboxId: string | undefined, reason: string): Promise<void> {
+    const archive = this.archives.get(name);
+    this.archives.delete(name);
+    await archive?.stop();
+    await rm(path.join(this.deps.archiveRoot, name), { recursive: true, force: true });
     if (sandboxId) {
       this.deps.forwards.removeSandbox(sandboxId);
       await this.deps.sandboxes.kill(sandboxId, reason).catch((err: unknown) => {
@@ -205,6 +306,9 @@ export class DatabaseService {
       ...(r.hostPort !== undefined && state !== 'missing' && state !== 'dead' ? { hostPort: r.hostPort } : {}),
       ...(r.parent ? { parent: r.parent } : {}),
       ...(r.branchedAt !== undefined ? { branchedAt: new Date(r.branchedAt).toISOString() } : {}),
+      ...(r.restoredTo !== undefined ? { restoredTo: new Date(r.restoredTo).toISOString() } : {}),
+      retainSeconds: r.retainSeconds,
+      ...restorable(this.archives.get(r.name)),
       createdAt: new Date(r.createdAt).toISOString(),
     };
   }
@@ -213,4 +317,10 @@ export class DatabaseService {
 /** A database lives until removed: its sandbox's expiry is set out of the reaper's reach. */
 function neverExpire(sandboxes: SandboxService, id: string): void {
   sandboxes.setTtl(id, Math.floor((NEVER - Date.now()) / 1000));
+}
+
+/** The archive's window as the API shows it. */
+function restorable(archive: WalArchive | undefined): Pick<DatabaseInfo, 'restorable'> {
+  const w = archive?.window();
+  return w?.from !== undefined && w.to !== undefined ? { restorable: { from: new Date(w.from).toISOString(), to: new Date(w.to).toISOString() } } : {};
 }

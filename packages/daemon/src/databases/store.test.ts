@@ -6,13 +6,13 @@ import { DatabaseStore } from './store.js';
 
 test('a reserved name is taken until deleted; completion records the sandbox and the branch instant', () => {
   const store = new DatabaseStore(new Database(':memory:'));
-  store.reserve({ name: 'app', database: 'app', password: 'pw', createdAt: 1 });
+  store.reserve({ name: 'app', database: 'app', password: 'pw', createdAt: 1, retainSeconds: 60 });
   assert.throws(
-    () => store.reserve({ name: 'app', database: 'app', password: 'other', createdAt: 2 }),
+    () => store.reserve({ name: 'app', database: 'app', password: 'other', createdAt: 2, retainSeconds: 60 }),
     (e: Error) => e instanceof WarrenError && e.code === 'conflict' && /app already exists/.test(e.message),
   );
   assert.equal(store.get('app')?.sandboxId, undefined);
-  store.reserve({ name: 'b', database: 'app', password: 'pw', parent: 'app', createdAt: 3 });
+  store.reserve({ name: 'b', database: 'app', password: 'pw', parent: 'app', createdAt: 3, retainSeconds: 60 });
   store.complete('b', 'sb-1', 42);
   store.setHostPort('b', 5555);
   assert.deepEqual(store.get('b'), {
@@ -24,12 +24,13 @@ test('a reserved name is taken until deleted; completion records the sandbox and
     hostPort: 5555,
     parent: 'app',
     branchedAt: 42,
+    retainSeconds: 60,
   });
   assert.deepEqual(
     store.list().map((r) => r.name),
     ['app', 'b'],
   );
   store.delete('app');
-  store.reserve({ name: 'app', database: 'app', password: 'new', createdAt: 4 });
+  store.reserve({ name: 'app', database: 'app', password: 'new', createdAt: 4, retainSeconds: 60 });
   assert.equal(store.get('app')?.password, 'new');
 });

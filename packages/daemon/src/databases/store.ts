@@ -17,6 +17,10 @@ export interface DatabaseRecord {
   hostPort?: number;
   parent?: string;
   branchedAt?: number;
+  /** For a point-in-time restore: the moment it was restored to. */
+  restoredTo?: number;
+  /** How long its WAL archive keeps history (wal-archive.ts). */
+  retainSeconds: number;
   createdAt: number;
 }
 
@@ -28,6 +32,8 @@ interface Row {
   host_port: number | null;
   parent: string | null;
   branched_at: number | null;
+  restored_to: number | null;
+  retain_seconds: number;
   created_at: number;
 }
 
@@ -40,6 +46,8 @@ CREATE TABLE IF NOT EXISTS databases (
   host_port INTEGER,
   parent TEXT,
   branched_at INTEGER,
+  restored_to INTEGER,
+  retain_seconds INTEGER NOT NULL,
   created_at INTEGER NOT NULL
 );
 `;
@@ -53,11 +61,11 @@ export class DatabaseStore {
    * Reserves the name before any sandbox exists, so two creates of one name cannot both
    * start one: the primary key decides, and the loser gets a 409.
    */
-  reserve(r: Pick<DatabaseRecord, 'name' | 'database' | 'password' | 'parent' | 'createdAt'>): void {
+  reserve(r: Pick<DatabaseRecord, 'name' | 'database' | 'password' | 'parent' | 'restoredTo' | 'retainSeconds' | 'createdAt'>): void {
     try {
       this.db
-        .prepare('INSERT INTO databases (name, database, password, parent, created_at) VALUES (?, ?, ?, ?, ?)')
-        .run(r.name, r.database, r.password, r.parent ?? null, r.createdAt);
+        .prepare('INSERT INTO databases (name, database, password, parent, restored_to, retain_seconds, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+        .run(r.name, r.database, r.password, r.parent ?? null, r.restoredTo ?? null, r.retainSeconds, r.createdAt);
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
         throw new WarrenError('conflict', `a database named ${r.name} already exists; pick another name or remove it first`);
@@ -94,6 +102,8 @@ function fromRow(row: Row): DatabaseRecord {
     database: row.database,
     password: row.password,
     createdAt: row.created_at,
+    retainSeconds: row.retain_seconds,
+    ...(row.restored_to !== null ? { restoredTo: row.restored_to } : {}),
     ...(row.sandbox_id !== null ? { sandboxId: row.sandbox_id } : {}),
     ...(row.host_port !== null ? { hostPort: row.host_port } : {}),
     ...(row.parent !== null ? { parent: row.parent } : {}),

@@ -52,12 +52,13 @@ export interface BaseBackup {
 
 export class WalArchive {
   private stopped = false;
-  private receiver?: ChildProcess;
   private backupTimer?: NodeJS.Timeout;
   private restartTimer?: NodeJS.Timeout;
   private backingUp?: Promise<void>;
   /** When the running pg_receivewal started; undefined while none runs. */
   private streamingSince?: number;
+  /** Running pg tools (the receiver, a slot creation, a base backup). */
+  private readonly children = new Set<ChildProcess>();
 
   constructor(private readonly opts: WalArchiveOptions) {}
 
@@ -79,11 +80,12 @@ export class WalArchive {
     else this.backupSoon(this.opts.baseBackupEveryMs);
   }
 
+  /** Ends archiving; resolves once every child has exited, so the directory can be removed. */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.backupTimer);
     clearTimeout(this.restartTimer);
-    if (this.receiver?.pid) killGroup(this.receiver.pid);
+    await Promise.all([...this.children].map((child) => endChild(child)));
     await this.backingUp?.catch(() => undefined);
   }
 
@@ -96,7 +98,11 @@ export class WalArchive {
     const partial = path.join(this.baseDir, `.partial-${startedAt}`);
     await rm(partial, { recursive: true, force: true });
     try {
-      await this.run('pg_basebackup', ['-D', partial, '-Ft', '-z', '-X', 'fetch', '-c', 'fast', '-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'], ep);
+      await this.run(
+        'pg_basebackup',
+        ['-D', partial, '-Ft', '-z', '-X', 'fetch', '-c', 'fast', '-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'],
+        ep,
+      );
       const finishedAt = Date.now();
       const meta: BaseBackup = { dir: '', startedAt, finishedAt, ...(firstSegment ? { firstSegment } : {}) };
       await writeFile(path.join(partial, 'meta.json'), JSON.stringify(meta));
@@ -181,13 +187,15 @@ export class WalArchive {
       this.restartTimer.unref();
     };
     const ep = this.opts.endpoint();
-    if (!ep) return again();
+    if (!ep) {
+      again();
+      return;
+    }
     const conn = ['-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'];
     this.run('pg_receivewal', ['--create-slot', '--if-not-exists', '--slot', SLOT, ...conn], ep)
       .then(() => {
         if (this.stopped) return;
         const child = this.spawnChild('pg_receivewal', ['-D', this.walDir, '--slot', SLOT, '--synchronous', '--no-loop', ...conn], ep);
-        this.receiver = child;
         this.streamingSince = Date.now();
         let stderr = '';
         child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
@@ -212,6 +220,8 @@ export class WalArchive {
       detached: true,
     });
     if (child.pid) this.notePid(child.pid);
+    this.children.add(child);
+    child.once('close', () => this.children.delete(child));
     return child;
   }
 
@@ -276,9 +286,23 @@ function killLeftovers(dir: string, log: Logger): void {
   }
 }
 
-function killGroup(pid: number): void {
+/** SIGTERM to the child's group, SIGKILL after 5 s; resolves when it has exited. */
+function endChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null || !child.pid) return Promise.resolve();
+  const pid = child.pid;
+  return new Promise((resolve) => {
+    const hard = setTimeout(() => killGroup(pid, 'SIGKILL'), 5000);
+    child.once('close', () => {
+      clearTimeout(hard);
+      resolve();
+    });
+    killGroup(pid);
+  });
+}
+
+function killGroup(pid: number, signal: NodeJS.Signals = 'SIGTERM'): void {
   try {
-    process.kill(-pid, 'SIGTERM');
+    process.kill(-pid, signal);
   } catch {
     // already gone
   }

@@ -1,6 +1,6 @@
 /** /v1/databases: create, list, get, delete, branch, url (docs/databases.md). */
 import { Hono } from 'hono';
-import { BranchDatabaseRequest, CreateDatabaseRequest, DatabaseName, type DatabaseList, type DatabaseUrl } from '@warren/protocol';
+import { BranchDatabaseRequest, CreateDatabaseRequest, DatabaseName, RestoreDatabaseRequest, type DatabaseList, type DatabaseUrl } from '@warren/protocol';
 import type { DatabaseService } from '../../databases/service.js';
 import type { AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
@@ -12,7 +12,8 @@ export function databaseRoutes(databases: DatabaseService): Hono<AuthVars> {
 
   app.post('/', async (c) => {
     const req = parse(CreateDatabaseRequest, await jsonBody(c));
-    return c.json(await databases.create(req.name, { ...(req.fromSnapshot ? { fromSnapshot: req.fromSnapshot } : {}) }, c.get('apiKeyId')), 201);
+    const opts = { ...(req.fromSnapshot ? { fromSnapshot: req.fromSnapshot } : {}), ...(req.retainSeconds ? { retainSeconds: req.retainSeconds } : {}) };
+    return c.json(await databases.create(req.name, opts, c.get('apiKeyId')), 201);
   });
 
   app.get('/', (c) => c.json({ databases: databases.list() } satisfies DatabaseList));
@@ -24,6 +25,12 @@ export function databaseRoutes(databases: DatabaseService): Hono<AuthVars> {
   app.post('/:name/branches', async (c) => {
     const req = parse(BranchDatabaseRequest, await jsonBody(c));
     return c.json(await databases.branch(name(c.req.param('name')), req.name), 201);
+  });
+
+  app.post('/:name/restore', async (c) => {
+    const req = parse(RestoreDatabaseRequest, await jsonBody(c));
+    const to = typeof req.to === 'number' ? req.to : Date.parse(req.to);
+    return c.json(await databases.restore(name(c.req.param('name')), req.name, to, c.get('apiKeyId')), 201);
   });
 
   app.delete('/:name', async (c) => {
