@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
+from datetime import datetime, timedelta, timezone
 from urllib.parse import urlsplit
 
 from _support import E2ECase
@@ -65,3 +67,27 @@ class Databases(E2ECase):
         self.addCleanup(delete_quietly, db)
         with self.assertRaises(ConflictError):
             Database.create("py_dup")
+
+    def test_restore_to_a_moment(self) -> None:
+        db = Database.create("py_pitr", retain_seconds=3600)
+        self.addCleanup(delete_quietly, db)
+        self.assertEqual(db.info.retain_seconds, 3600)
+        url = db.url()
+        deadline = time.monotonic() + 120
+        while not db.refresh().restorable:
+            self.assertLess(time.monotonic(), deadline, "no base backup within 120 s")
+            time.sleep(0.5)
+        sql(url, "CREATE TABLE t (x int); INSERT INTO t VALUES (1)")
+        time.sleep(1.5)
+        moment = datetime.now(timezone.utc)
+        time.sleep(1.5)
+        sql(url, "INSERT INTO t VALUES (2)")
+        time.sleep(1)
+        restored = db.restore("py_pitr_r", moment)
+        self.addCleanup(delete_quietly, restored)
+        self.assertEqual(restored.info.parent, "py_pitr")
+        self.assertEqual(sql(restored.url(), "SELECT string_agg(x::text, ',') FROM t"), "1")
+        with self.assertRaises(ValueError):
+            db.restore("py_pitr_naive", datetime.now())
+        with self.assertRaises(InvalidArgumentError):
+            db.restore("py_pitr_future", datetime.now(timezone.utc) + timedelta(hours=1))
