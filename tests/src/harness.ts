@@ -227,7 +227,7 @@ export async function stopAndCheckClean(d: DaemonHandle | undefined): Promise<vo
     ...dirs.map((x) => `directory left: ${x}`),
   ];
   forceClean(d.home, containers);
-  if (!problems.length) rmSync(`${d.home}.log`, { force: true });
+  if (!problems.length && !process.env.KEEP_LOGS) rmSync(`${d.home}.log`, { force: true });
   if (problems.length) throw new Error(`leftovers after the test:\n${problems.join('\n')}\n--- daemon log (tail) ---\n${d.log().slice(-4000)}`);
 }
 

@@ -1,4 +1,5 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
+import type http from 'node:http';
 import path from 'node:path';
 import { mkdirSync, readFileSync } from 'node:fs';
 import { DEFAULT_TEMPLATE, WarrenError } from '@warren/protocol';
@@ -244,6 +245,12 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     // the error response of a refused large upload and breaks the client's next request.
     const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host, autoCleanupIncoming: false }, () => resolve(s));
   });
+  // Idle keep-alive connections stay open longer than clients keep them (node's global agent
+  // drops its idle sockets after 5 s, the server's default too): at equal timeouts a client
+  // could send a request on a socket the daemon was closing that instant, and a POST that is
+  // not safe to send twice failed with "socket hang up" (seen on a database branch under load).
+  (server as http.Server).keepAliveTimeout = 65_000;
+  (server as http.Server).headersTimeout = 66_000;
   // Requests node's parser rejects (bad header lines, oversized headers) never reach the
   // app; answer them in the API's JSON error shape too, instead of a bare status line.
   server.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {

@@ -199,6 +199,7 @@ export class WalArchive {
         this.streamingSince = Date.now();
         let stderr = '';
         child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
+        child.on('error', (err) => this.opts.log.error({ dir: this.opts.dir, err: err.message }, 'pg_receivewal could not be started'));
         child.on('close', (code) => {
           this.streamingSince = undefined;
           this.forgetPid(child.pid);

@@ -92,6 +92,9 @@ export class TcpForwards {
   private relay(sandboxId: string, port: number, socket: net.Socket, sockets: Set<net.Socket>): void {
     sockets.add(socket);
     socket.once('close', () => sockets.delete(socket));
+    // Until the relay is set up: a client that resets meanwhile must not be an unhandled error.
+    const early = () => socket.destroy();
+    socket.on('error', early);
     socket.pause();
     this.connect(sandboxId, port).then(
       (inner) => {
@@ -103,8 +106,9 @@ export class TcpForwards {
           socket.destroy();
           inner.destroy();
         };
+        socket.off('error', early);
         inner.once('error', done).once('close', done);
-        socket.once('error', done).once('close', done);
+        socket.on('error', done).once('close', done);
         socket.pipe(inner).pipe(socket);
         socket.resume();
       },
@@ -112,6 +116,7 @@ export class TcpForwards {
         // Nothing listens inside, or the sandbox is gone: the client sees the connection close.
         this.log.info({ sandbox: sandboxId, port, err: err.message }, 'tcp forward connection refused');
         // A close with the client's bytes unread would be a reset: read and drop them, then end.
+        socket.on('error', () => socket.destroy());
         socket.on('data', () => undefined).resume();
         socket.end();
         setTimeout(() => socket.destroy(), 5000).unref();
