@@ -3,12 +3,12 @@
  * against a fake daemon, end-to-end tests against this one) and the three example programs
  * in examples/python, each run by python3 with WARREN_URL and WARREN_API_KEY of a private
  * daemon and PYTHONPATH on this checkout. The daemon builds templates into its own dir, where
- * `base` is a symlink to the machine's base template (the Python template tests build some).
+ * `base` and `postgres` are symlinks to the machine's templates (the Python template tests build some).
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, realpathSync, rmSync, symlinkSync } from 'node:fs';
 import path from 'node:path';
 import { Sandbox, Snapshots, Template } from '@warren/sdk';
 import { REPO, TEMPLATES, mountsUnder, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
@@ -22,7 +22,11 @@ before(async () => {
   requirePython();
   mkdirSync(TEST_ROOT, { recursive: true });
   tpl = mkdtempSync(path.join(TEST_ROOT, 'tpl-'));
-  symlinkSync(realpathSync(path.join(TEMPLATES, 'base')), path.join(tpl, 'base'));
+  // The database tests run sandboxes of the machine's postgres template (scripts/setup.sh builds it).
+  for (const name of ['base', 'postgres']) {
+    if (!existsSync(path.join(TEMPLATES, name, 'current'))) throw new Error(`the ${name} template is not built in ${TEMPLATES}: run bash scripts/setup.sh`);
+    symlinkSync(realpathSync(path.join(TEMPLATES, name)), path.join(tpl, name));
+  }
   d = await startDaemon({ env: { WARREN_TEMPLATES: tpl } });
 });
 
@@ -132,7 +136,7 @@ test('the Python tests and examples leave no sandbox, snapshot or template behin
     [],
   );
   assert.deepEqual(
-    (await Template.list(daemon.conn)).map((x) => x.name),
-    ['base'],
+    (await Template.list(daemon.conn)).map((x) => x.name).sort(),
+    ['base', 'postgres'],
   );
 });

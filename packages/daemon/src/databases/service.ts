@@ -271,7 +271,8 @@ export class DatabaseService {
     const archive = this.archives.get(name);
     this.archives.delete(name);
     await archive?.stop();
-    await rm(path.join(this.deps.archiveRoot, name), { recursive: true, force: true });
+    // Retries: a base backup killed by stop() may still be removing its own partial directory.
+    await rm(path.join(this.deps.archiveRoot, name), { recursive: true, force: true, maxRetries: 10, retryDelay: 100 });
     if (sandboxId) {
       this.deps.forwards.removeSandbox(sandboxId);
       await this.deps.sandboxes.kill(sandboxId, reason).catch((err: unknown) => {

@@ -16,7 +16,7 @@
  * daemon kills what a killed one left before it starts its own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -267,9 +267,14 @@ function readPids(file: string): number[] {
 }
 
 function writePids(file: string, pids: Set<number>): void {
-  // Small and rewritten whole; a torn write only loses a pid of a child that is then left to exit on its own.
+  // Synchronous, so no write is still in flight when stop() returns and the directory goes.
   const text = [...pids].join('\n');
-  void writeFile(file, text ? `${text}\n` : '').catch(() => undefined);
+  try {
+    writeFileSync(file, text ? `${text}\n` : '');
+  } catch (err) {
+    // The archive directory was removed (the database is being deleted): nothing to track.
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
 }
 
 /** Children of a daemon that was killed: only processes that are still pg tools are killed. */
