@@ -135,8 +135,5 @@ test('the Python tests and examples leave no sandbox, snapshot or template behin
     (await Snapshots.list(daemon.conn)).map((s) => s.id),
     [],
   );
-  assert.deepEqual(
-    (await Template.list(daemon.conn)).map((x) => x.name).sort(),
-    ['base', 'postgres'],
-  );
+  assert.deepEqual((await Template.list(daemon.conn)).map((x) => x.name).sort(), ['base', 'postgres']);
 });
