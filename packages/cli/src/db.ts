@@ -13,6 +13,9 @@ function infoText(d: DatabaseInfo): string {
     ['host port', d.hostPort === undefined ? undefined : `127.0.0.1:${d.hostPort}`],
     ['parent', d.parent],
     ['branched at', d.branchedAt],
+    ['restored to', d.restoredTo],
+    ['restorable', d.restorable ? `${d.restorable.from} .. ${d.restorable.to}` : 'not yet (no base backup)'],
+    ['retention', `${Math.round(d.retainSeconds / 3600)} h`],
     ['created at', d.createdAt],
   ];
   return table(rows.filter((r): r is [string, string] => r[1] !== undefined));
@@ -55,7 +58,7 @@ export function registerDbCommands(program: Command): void {
     });
 
   db.command('info')
-    .description("a database's sandbox, state, host port, parent and branch time")
+    .description("a database's sandbox, state, host port, parent, branch or restore time, and the window a restore can reach")
     .argument('<name>')
     .option('--json', 'print JSON')
     .action(async (name: string, opts: { json?: boolean }) => {
