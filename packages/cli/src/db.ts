@@ -2,6 +2,7 @@
 import type { Command } from 'commander';
 import { Database, type DatabaseInfo } from '@warren/sdk';
 import { printJson, safe, table } from './output.js';
+import { parseWhen, UNIT_MS } from './usage.js';
 
 /** Rows of `table` (which makes every cell safe). */
 function infoText(d: DatabaseInfo): string {
@@ -89,14 +90,11 @@ export function registerDbCommands(program: Command): void {
     .description("a new database holding NAME's data as it was at --to, replayed from its WAL archive")
     .argument('<name>')
     .argument('<new>')
-    .requiredOption('--to <time>', 'an ISO 8601 time with a zone (2026-12-04T10:42:00Z), or a duration ago (10m)')
+    .requiredOption('--to <time>', 'an ISO 8601 time (2026-12-04T10:42:00Z), or a duration ago (10m)', parseWhen('--to'))
     .option('--json', 'print JSON')
-    .action(async (name: string, newName: string, opts: { to: string; json?: boolean }) => {
-      const to = /^\d+[smhd]$/.test(opts.to) ? new Date(Date.now() - durationSeconds(opts.to, '--to') * 1000) : opts.to;
-      if (!opts.json)
-        process.stderr.write(
-          `restoring ${safe(name)} to ${safe(String(to instanceof Date ? to.toISOString() : to))} as ${safe(newName)} (base backup, WAL replay)...\n`,
-        );
+    .action(async (name: string, newName: string, opts: { to: Date; json?: boolean }) => {
+      const to = opts.to;
+      if (!opts.json) process.stderr.write(`restoring ${safe(name)} to ${to.toISOString()} as ${safe(newName)} (base backup, WAL replay)...\n`);
       const d = await (await Database.get(name)).restore(newName, to);
       if (opts.json) printJson(d.info);
       else process.stdout.write(`${safe(d.name)}\n`);
@@ -113,9 +111,10 @@ export function registerDbCommands(program: Command): void {
     });
 }
 
-/** `30s`, `10m`, `12h`, `7d` in seconds. */
+/** `30s`, `10m`, `12h`, `7d` in seconds (the units `warren usage --since` takes). */
 function durationSeconds(text: string, flag: string): number {
-  const m = /^(\d+)([smhd])$/.exec(text);
-  if (!m) throw new Error(`${flag} takes a duration such as 30m, 12h or 7d (got '${text}')`);
-  return Number(m[1]) * { s: 1, m: 60, h: 3600, d: 86400 }[m[2] as 's' | 'm' | 'h' | 'd'];
+  const [, amount, unit] = /^(\d+)([smhdw])$/.exec(text) ?? [];
+  const unitMs = unit && UNIT_MS[unit];
+  if (!amount || !unitMs) throw new Error(`${flag} takes a duration such as 30m, 12h or 7d (got '${text}')`);
+  return (Number(amount) * unitMs) / 1000;
 }

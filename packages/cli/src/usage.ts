@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { getUsage, type UsageReport, type UsageTotals } from '@warren/sdk';
 import { printJson, safe, table } from './output.js';
 
-const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+export const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 /** WHEN: an ISO 8601 date or time, or a duration back from now (`30m`, `2h`, `7d`). */
 export function parseWhen(option: string, now = Date.now()) {
