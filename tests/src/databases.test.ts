@@ -89,9 +89,7 @@ test('create, branch, branch of a branch: each is its own writable database; rm 
     [db.info.sandboxId],
   );
 
-  // A wrong password is refused: the server checks the SCRAM verifier the daemon set. (After the
-  // branches: a fork after a connection the server refused can leave the branch's forwarded
-  // connections failing after their first exchange; being looked into separately.)
+  // A wrong password is refused: the server checks the SCRAM verifier the daemon set.
   assert.notEqual(psql(url.replace(password, 'wrong'), 'SELECT 1').code, 0);
 
   // rm: the sandbox goes, and so does the forward.
