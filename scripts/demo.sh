@@ -2,7 +2,8 @@
 # A short tour: create a sandbox, run commands, move a file and a directory in and out, pipe
 # stdin to a command, open a terminal, remove it; then a
 # template with a running server: build it, bake it, and create from a warm pool; then the
-# whole machine: fork a running sandbox into copies, hibernate one and wake it with a call.
+# whole machine: fork a running sandbox into copies, hibernate one and wake it with a call;
+# egress, and a workspace whose database is branched with each fork.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -130,6 +131,35 @@ $w rm "$net" >/dev/null
 kill $server 2>/dev/null || true
 rm -f "$tmp_port"
 trap - EXIT
+log "a workspace with its own PostgreSQL: fork it into 2 attempts, each gets a branch of the database from that instant"
+python3 - <<'PY' | sed 's/^/  /'
+import subprocess
+from warren import Database, NotFoundError, Sandbox
+
+def psql(url, sql):
+    r = subprocess.run(["/usr/lib/postgresql/15/bin/psql", url, "-X", "-q", "-t", "-A", "-v", "ON_ERROR_STOP=1", "-c", sql], capture_output=True, text=True, check=True)
+    return r.stdout.strip()
+
+try:
+    Database.get("demo_shop").delete()  # left by an interrupted run
+except NotFoundError:
+    pass
+ws = Sandbox.create(ttl_seconds=600, databases=["demo_shop"])  # demo_shop is made for it
+attempts = []
+try:
+    print("inside:", ws.exec('echo "DATABASE_URL=postgres://postgres:***@${DATABASE_URL#*@}"').stdout.strip())
+    psql(Database.get("demo_shop").url(), "CREATE TABLE orders (item text); INSERT INTO orders VALUES ('from the parent')")
+    attempts = ws.fork_tree(2)
+    for i, child in enumerate(attempts):
+        branch = Database.get(child.databases()[0]["name"])
+        psql(branch.url(), f"INSERT INTO orders VALUES ('attempt {i}')")
+        print(f"{child.id} uses {branch.name}: {psql(branch.url(), 'SELECT string_agg(item, chr(44)) FROM orders')}")
+    print(f"{ws.id} uses demo_shop: {psql(Database.get('demo_shop').url(), 'SELECT string_agg(item, chr(44)) FROM orders')}")
+finally:
+    for s in [*attempts, ws]:
+        s.kill()  # the databases made for each sandbox go with it
+PY
+
 log "from Python (import warren): an agent's shell tool fixes a bug in a checkout at /work"
 python3 examples/python/shell_tool.py | sed 's/^/  /' | tail -8
 

@@ -1,6 +1,6 @@
 /** Percentiles, result rows, target checks and the printed report. */
 
-type Unit = 'ms' | 'µs' | 'MB' | 'MiB/s' | 'bytes' | '% core';
+type Unit = 'ms' | 'µs' | 'MB' | 'MiB/s' | 'bytes' | '% core' | 'tps';
 
 export interface Row {
   /** Stable key other rows refer to as their baseline. */

@@ -1,6 +1,6 @@
 /** `warren db`: databases (PostgreSQL in a sandbox, docs/databases.md). */
 import type { Command } from 'commander';
-import { Database, type DatabaseInfo } from '@warren/sdk';
+import { Database, Sandbox, type DatabaseInfo } from '@warren/sdk';
 import { printJson, safe, table } from './output.js';
 import { parseWhen, UNIT_MS } from './usage.js';
 
@@ -47,6 +47,19 @@ export function registerDbCommands(program: Command): void {
       });
       if (opts.json) printJson(d.info);
       else process.stdout.write(`${safe(d.name)}\n`);
+    });
+
+  db.command('attach')
+    .description(
+      'let a sandbox use a database, reached inside as NAME.db.warren:5432 (created for the sandbox, and removed with it, if none has that name); prints the URL to use inside, with the password',
+    )
+    .argument('<sandbox>')
+    .argument('<name>')
+    .option('--json', 'print JSON')
+    .action(async (sandboxId: string, name: string, opts: { json?: boolean }) => {
+      const used = await (await Sandbox.connect(sandboxId)).attachDatabase(name);
+      if (opts.json) printJson(used);
+      else process.stdout.write(`${safe(used.url)}\n`);
     });
 
   db.command('ls')

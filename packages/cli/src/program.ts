@@ -76,6 +76,12 @@ export function buildProgram(): Command {
     )
     .option('--deny-all', "no egress at all, whatever the template's or the daemon's default policy")
     .option('--credential <spec>', CREDENTIAL_HELP, collect, [])
+    .option(
+      '--database <name>',
+      'use this database, reached inside as NAME.db.warren:5432 with its URL in DATABASE_URL (first) and DATABASE_URL_NAME; created for the sandbox (and removed with it) if none has that name; forks get their own branches; repeatable',
+      collect,
+      [],
+    )
     .option('--json', 'print the sandbox as JSON')
     .action(
       async (opts: {
@@ -92,6 +98,7 @@ export function buildProgram(): Command {
         allow: string[];
         denyAll?: boolean;
         credential: string[];
+        database: string[];
         json?: boolean;
       }) => {
         if (opts.denyAll && (opts.allow.length || opts.credential.length)) throw new Error('give --allow/--credential or --deny-all, not both');
@@ -115,6 +122,7 @@ export function buildProgram(): Command {
           metadata: keyValues(opts.metadata, '--metadata'),
           env: keyValues(opts.env, '--env'),
           ...(Object.keys(resources).length ? { resources } : {}),
+          ...(opts.database.length ? { databases: opts.database } : {}),
         });
         if (opts.json) printJson(sbx.info);
         else process.stdout.write(`${safe(sbx.id)}\n`);

@@ -45,6 +45,8 @@ import { TerminalService } from './core/terminals.js';
 import { terminalUpgrade } from './api/terminal-socket.js';
 import { DatabaseService } from './databases/service.js';
 import { DatabaseStore } from './databases/store.js';
+import { DatabaseUses } from './databases/uses.js';
+import { WorkspaceDatabases } from './databases/workspaces.js';
 
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -129,7 +131,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     templateOf: (id) => registry.get(id)?.template,
     log,
   });
-  let databasesLate = (): DatabaseService => {
+  let databasesLate = (): WorkspaceDatabases => {
     throw new WarrenError('unavailable', 'databases are not ready yet; retry shortly');
   };
   const egressLog = new EgressLog(registry.database, (err) => log.error({ err: err.message }, 'egress audit records could not be written'));
@@ -140,7 +142,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     ...(config.egressDnsServers ? { lookup: serverLookup(config.egressDnsServers) } : {}),
     credentialTls: { contextFor: (id, host) => egressCa.contextFor(id, host), upstreamCa: upstreamTrust(config.egressUpstreamCaFile) },
     // `db:NAME` rules: DatabaseService exists only later (it needs the sandboxes), so bound late.
-    databases: { connect: (_sandboxId, name) => databasesLate().connect(name) },
+    databases: { connect: (sandboxId, name) => databasesLate().connect(sandboxId, name) },
   });
   if (config.egressDnsServers) log.info({ servers: config.egressDnsServers }, 'egress proxy resolves names with these DNS servers');
   const images = new ImageStore(paths.images);
@@ -202,8 +204,10 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   let listeningPort = config.port;
   const forwards = new TcpForwards(async (id, port) => (await sandboxes.guest(id, 'ports')).connectPort(port), log);
   sandboxes.onTeardown((id) => forwards.removeSandbox(id));
+  const databaseUses = new DatabaseUses(registry.database);
   const databases = new DatabaseService({
     store: new DatabaseStore(registry.database),
+    uses: databaseUses,
     archiveRoot: path.join(config.home, 'databases'),
     ...(process.env.WARREN_DB_BASE_BACKUP_SECONDS ? { baseBackupEveryMs: Number(process.env.WARREN_DB_BASE_BACKUP_SECONDS) * 1000 } : {}),
     writeFile: (id, file, source, user) => files.write(id, file, source, user),
@@ -213,7 +217,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     exec: (id, req) => exec.run(id, req),
     log,
   });
-  databasesLate = () => databases;
+  const workspaceDatabases = new WorkspaceDatabases({ databases, uses: databaseUses, sandboxes, log });
+  databasesLate = () => workspaceDatabases;
   // Forwards are in memory only: each database's is opened again, on its old port if free.
   await databases.reconcile();
   const ports: PortDeps = { sandboxes, registry, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
@@ -238,6 +243,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     selfUrl: () => loopbackUrl(config.host, listeningPort),
     terminals,
     databases,
+    workspaceDatabases,
   });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's

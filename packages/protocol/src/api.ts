@@ -3,6 +3,7 @@
  * inferred types are what the SDKs send and receive.
  */
 import { z } from 'zod';
+import { DatabaseName, MAX_DATABASES_PER_SANDBOX } from './database-name.js';
 import { LOG_LEVELS } from './log-levels.js';
 
 export const API_VERSION = 'v1';
@@ -110,6 +111,12 @@ export const CreateSandboxRequest = z
      * reaches nothing outside itself. `{ allow: [] }` is explicit: nothing, whatever the defaults.
      */
     network: z.lazy(() => NetworkPolicy).optional(),
+    /**
+     * Databases the sandbox uses (docs/databases.md, "Databases of a workspace"): each name is
+     * reached inside as `NAME.db.warren:5432`, with its URL in DATABASE_URL_NAME (and the first
+     * in DATABASE_URL). A name no database has is created for the sandbox and goes with it.
+     */
+    databases: z.array(DatabaseName).max(MAX_DATABASES_PER_SANDBOX).optional(),
   })
   .strict();
 export type CreateSandboxRequest = z.input<typeof CreateSandboxRequest>;

@@ -4,15 +4,9 @@
  */
 import { z } from 'zod';
 import type { SandboxState } from './api.js';
+import { DatabaseName } from './database-name.js';
 
-/**
- * A database name: also the name of the database created inside PostgreSQL, so it is kept to
- * what PostgreSQL takes as an identifier without quoting rules (63 bytes at most).
- */
-export const DATABASE_NAME_PATTERN = /^[a-z][a-z0-9_]{0,62}$/;
-export const DATABASE_NAME_RULE = 'a database name is a lower-case letter then up to 62 lower-case letters, digits or underscores (^[a-z][a-z0-9_]{0,62}$)';
-
-export const DatabaseName = z.string().regex(DATABASE_NAME_PATTERN, DATABASE_NAME_RULE);
+export { DATABASE_NAME_PATTERN, DATABASE_NAME_RULE, DatabaseName, MAX_DATABASES_PER_SANDBOX } from './database-name.js';
 
 /** POST /v1/databases */
 export const CreateDatabaseRequest = z
@@ -50,6 +44,36 @@ export const RestoreDatabaseRequest = z
   })
   .strict();
 export type RestoreDatabaseRequest = z.input<typeof RestoreDatabaseRequest>;
+
+/** POST /v1/sandboxes/:id/databases: the sandbox uses database NAME, reached inside as `NAME.db.warren`. */
+export const AttachDatabaseRequest = z.object({ name: DatabaseName }).strict();
+export type AttachDatabaseRequest = z.input<typeof AttachDatabaseRequest>;
+
+/**
+ * A database a sandbox uses, under an alias: inside, `ALIAS.db.warren:5432` reaches it. A fork's
+ * children reach their own branches under the same alias and URL.
+ */
+export interface SandboxDatabase {
+  alias: string;
+  /** The database record (`warren db info NAME`): the alias itself, or a branch made for a fork. */
+  name: string;
+  /** Made for this sandbox (created with it, or branched for its fork): removed with it, hibernated with it. */
+  owned: boolean;
+  /** The host and port inside the sandbox. */
+  host: string;
+  port: number;
+  /** The environment variable holding its URL in the sandbox's commands (also DATABASE_URL for the first). */
+  env: string;
+}
+
+export interface SandboxDatabaseList {
+  databases: SandboxDatabase[];
+}
+
+/** POST /v1/sandboxes/:id/databases answers the use and its URL inside the sandbox (with the password). */
+export interface AttachedDatabase extends SandboxDatabase {
+  url: string;
+}
 
 /** What the API shows of a database. Never its password: only GET /:name/url gives that. */
 export interface DatabaseInfo {

@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from _support import E2ECase
 
-from warren import ConflictError, Database, InvalidArgumentError, NotFoundError
+from warren import ConflictError, Database, InvalidArgumentError, NotFoundError, Sandbox
 
 PSQL = "/usr/lib/postgresql/15/bin/psql"
 
@@ -91,3 +91,34 @@ class Databases(E2ECase):
             db.restore("py_pitr_naive", datetime.now())
         with self.assertRaises(InvalidArgumentError):
             db.restore("py_pitr_future", datetime.now(timezone.utc) + timedelta(hours=1))
+
+    def test_workspace_databases(self) -> None:
+        ws = Sandbox.create("base", ttl_seconds=600, databases=["py_ws"])
+        self.addCleanup(kill_quietly, ws)
+        url = ws.exec('printf %s "$DATABASE_URL"').stdout
+        self.assertRegex(url, r"^postgres://postgres:[A-Za-z0-9_-]{43}@py_ws\.db\.warren:5432/py_ws$")
+        self.assertEqual([(u["alias"], u["owned"], u["env"]) for u in ws.databases()], [("py_ws", True, "DATABASE_URL")])
+        sql(Database.get("py_ws").url(), "CREATE TABLE t (x int)")
+        a, b = ws.fork_tree(2)
+        for child in (a, b):
+            self.addCleanup(kill_quietly, child)
+            (use,) = child.databases()
+            self.assertNotEqual(use["name"], "py_ws")
+            self.assertEqual(Database.get(use["name"]).info.parent, "py_ws")
+        sql(Database.get(a.databases()[0]["name"]).url(), "INSERT INTO t VALUES (1)")
+        self.assertEqual(sql(Database.get(b.databases()[0]["name"]).url(), "SELECT count(*) FROM t"), "0")
+        attached = ws.attach_database("py_ws_extra")
+        self.assertTrue(attached["owned"])
+        self.assertIn("@py_ws_extra.db.warren:5432/py_ws_extra", attached["url"])
+        ws.kill()
+        deadline = time.time() + 30
+        while any(d.name in ("py_ws", "py_ws_extra") for d in Database.list()):
+            self.assertLess(time.time(), deadline, "the databases made for the sandbox were not removed with it")
+            time.sleep(0.2)
+
+
+def kill_quietly(sbx: Sandbox) -> None:
+    try:
+        sbx.kill()
+    except NotFoundError:
+        pass

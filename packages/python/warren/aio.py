@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import os
 from collections.abc import AsyncIterable
-from typing import Any, AsyncIterator, Awaitable, Callable, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Iterable, Iterator, List, Literal, Mapping, Optional, Sequence, TypeVar, Union, overload
 
 from .files import BinaryWriter, FileReader, Files, WriteData
 from .models import DirUploadResult, EgressEntry, ExecResult, FileStat, NetworkPolicy, OutputChunk, ProcessInfo, ProcessOutput, Resources, SandboxInfo, SnapshotInfo, WriteResult
@@ -363,6 +363,7 @@ class AsyncSandbox:
         snapshot: str | SnapshotInfo | None = None,
         allow: Sequence[str] | None = None,
         credentials: Credentials | None = None,
+        databases: Sequence[str] | None = None,
         url: str | None = None,
         api_key: str | None = None,
     ) -> AsyncSandbox:
@@ -377,6 +378,7 @@ class AsyncSandbox:
             snapshot=snapshot,
             allow=allow,
             credentials=credentials,
+            databases=databases,
             url=url,
             api_key=api_key,
         )
@@ -491,6 +493,21 @@ class AsyncSandbox:
 
     async def get_url(self, port: int, *, expires_in_seconds: int | None = None) -> str:
         return await asyncio.to_thread(self.sync.get_url, port, expires_in_seconds=expires_in_seconds)
+
+    async def forward_port(self, port: int, *, host_port: int | None = None) -> Dict[str, Any]:
+        return await asyncio.to_thread(self.sync.forward_port, port, host_port=host_port)
+
+    async def forwards(self) -> List[Dict[str, Any]]:
+        return await asyncio.to_thread(self.sync.forwards)
+
+    async def close_forward(self, port: int) -> None:
+        await asyncio.to_thread(self.sync.close_forward, port)
+
+    async def databases(self) -> List[Dict[str, Any]]:
+        return await asyncio.to_thread(self.sync.databases)
+
+    async def attach_database(self, name: str) -> Dict[str, Any]:
+        return await asyncio.to_thread(self.sync.attach_database, name)
 
     async def get_network(self) -> NetworkPolicy:
         return await asyncio.to_thread(self.sync.get_network)

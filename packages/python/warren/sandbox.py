@@ -97,6 +97,7 @@ class Sandbox:
         snapshot: str | SnapshotInfo | None = None,
         allow: Sequence[str] | None = None,
         credentials: Credentials | None = None,
+        databases: Sequence[str] | None = None,
         url: str | None = None,
         api_key: str | None = None,
     ) -> Sandbox:
@@ -108,6 +109,9 @@ class Sandbox:
         from a snapshot (id or SnapshotInfo) instead. allow: egress rules (DOMAIN[:PORT],
         *.SUFFIX[:PORT], IP[/CIDR][:PORT]); none: the sandbox reaches nothing outside.
         credentials: [CredentialRule(host, headers)] the daemon adds to requests to host.
+        databases: names of databases it uses, reached inside as NAME.db.warren:5432 with the
+        URL in DATABASE_URL_NAME (the first also in DATABASE_URL); a name no database has is
+        created for the sandbox and goes with it. A fork's children get their own branches.
         """
         http = get_client(url, api_key)
         body = _compact(
@@ -120,6 +124,7 @@ class Sandbox:
                 "idleSeconds": idle_seconds,
                 "snapshot": snapshot.id if isinstance(snapshot, SnapshotInfo) else snapshot,
                 "network": _network(allow, credentials),
+                "databases": list(databases) if databases is not None else None,
             }
         )
         return cls(http, SandboxInfo.from_wire(http.json("POST", "/v1/sandboxes", json=body)))
@@ -323,6 +328,16 @@ class Sandbox:
     def close_forward(self, port: int) -> None:
         """Closes the forward of `port` and its connections."""
         self._http.json("DELETE", f"{self._route}/ports/{int(port)}/forward")
+
+    def databases(self) -> list[dict[str, Any]]:
+        """The databases the sandbox uses: `{"alias", "name", "owned", "host", "port", "env"}` each."""
+        return list(self._http.json("GET", f"{self._route}/databases")["databases"])
+
+    def attach_database(self, name: str) -> dict[str, Any]:
+        """The sandbox uses database `name` from now on (created for it unless one of that name
+        exists), reached inside as `name.db.warren:5432`. The answer's "url", with the
+        password, is what to give its commands: DATABASE_URL is set only at create."""
+        return dict(self._http.json("POST", f"{self._route}/databases", json={"name": name}))
 
     def get_network(self) -> NetworkPolicy:
         """The egress policy. Credential header values are never returned ("[redacted]")."""

@@ -1,6 +1,16 @@
 export { Sandbox, type ExecOptions, type BackgroundOptions, type CreateOptions, type ForkOptions } from './sandbox.js';
 export { Snapshots } from './snapshots.js';
-export type { SnapshotInfo, ForkResult, NetworkPolicy, NetworkPolicyView, CredentialRule, EgressEntry, PortForward } from '@warren/protocol';
+export type {
+  SnapshotInfo,
+  ForkResult,
+  NetworkPolicy,
+  NetworkPolicyView,
+  CredentialRule,
+  EgressEntry,
+  PortForward,
+  SandboxDatabase,
+  AttachedDatabase,
+} from '@warren/protocol';
 export { Files, type FileOptions, type WriteData } from './files.js';
 export { FileWatch, type FileWatchEvent, type WatchOptions } from './watch.js';
 export type { WatchChange } from '@warren/protocol';

@@ -1,5 +1,6 @@
 /** The Sandbox class: the SDK's entry point. */
 import type {
+  AttachedDatabase,
   CreateSandboxRequest,
   EgressEntry,
   EgressList,
@@ -12,6 +13,8 @@ import type {
   PortUrl,
   PortForward,
   PortForwardList,
+  SandboxDatabase,
+  SandboxDatabaseList,
   SandboxInfo,
   SandboxList,
   SandboxState,
@@ -240,6 +243,24 @@ export class Sandbox {
   /** Closes the forward of `port` and its connections. */
   async closeForward(port: number): Promise<void> {
     await this.http.request('DELETE', `/v1/sandboxes/${this.id}/ports/${port}/forward`);
+  }
+
+  /**
+   * The databases this sandbox uses (`Sandbox.create({ databases })`, attachDatabase); a fork's
+   * children use their own branches of them under the same names.
+   */
+  async databases(): Promise<SandboxDatabase[]> {
+    return (await this.http.json<SandboxDatabaseList>('GET', `/v1/sandboxes/${this.id}/databases`)).databases;
+  }
+
+  /**
+   * The sandbox uses database `name` from now on, reached inside as `name.db.warren:5432`; one
+   * is created for it (and goes with it) unless a database of that name exists. The answer's
+   * `url`, with the password, is what to give its commands (DATABASE_URL is set only at create).
+   * @example const { url } = await sbx.attachDatabase('app'); await sbx.exec('psql "$DATABASE_URL" -c "select 1"', { env: { DATABASE_URL: url } })
+   */
+  async attachDatabase(name: string): Promise<AttachedDatabase> {
+    return this.http.json<AttachedDatabase>('POST', `/v1/sandboxes/${this.id}/databases`, { json: { name } });
   }
 
   /**

@@ -38,6 +38,7 @@ import { terminalRoutes } from './routes/terminals.js';
 import type { TerminalService } from '../core/terminals.js';
 import { databaseRoutes } from './routes/databases.js';
 import type { DatabaseService } from '../databases/service.js';
+import type { WorkspaceDatabases } from '../databases/workspaces.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
@@ -64,6 +65,7 @@ export interface ApiDeps {
   selfUrl: () => string;
   terminals: TerminalService;
   databases: DatabaseService;
+  workspaceDatabases: WorkspaceDatabases;
 }
 
 export function buildApp(deps: ApiDeps): Hono<AuthVars> {
@@ -98,7 +100,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
-  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog));
+  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog, deps.workspaceDatabases));
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
   app.route('/v1/sandboxes', portRoutes(deps.ports));
   app.route('/v1/usage', usageRoutes(deps.meter));

@@ -223,6 +223,11 @@ export class Registry {
     this.db.prepare('UPDATE sandboxes SET expires_at = ? WHERE id = ?').run(expiresAt, id);
   }
 
+  /** Replaces the metadata (the index table follows by trigger). */
+  setMetadata(id: string, metadata: Metadata): void {
+    this.db.prepare('UPDATE sandboxes SET metadata = ? WHERE id = ?').run(JSON.stringify(metadata), id);
+  }
+
   delete(id: string): void {
     this.db.prepare('DELETE FROM sandboxes WHERE id = ?').run(id);
   }

@@ -30,6 +30,7 @@ import {
   type ForkResult,
   type NetworkPolicy,
   type NetworkPolicyView,
+  type Metadata,
 } from '@warren/protocol';
 import type { GuestStreams } from '../drivers/driver.js';
 import type { TemplateInfo } from '../templates/catalog.js';
@@ -105,8 +106,13 @@ export class SandboxService {
     return this.hibernation.resume(id);
   }
 
-  fork(id: string, req: ForkRequest & { count: number }): Promise<ForkResult> {
-    return this.forker.fork(id, req);
+  /**
+   * `whileHeld` runs after the parent's channel is held and before its image is taken (for a
+   * hibernated parent: before its children are restored): the parent can reach nothing
+   * outside meanwhile, so work done there sees the parent's outside state at the fork's instant.
+   */
+  fork(id: string, req: ForkRequest & { count: number }, whileHeld?: () => Promise<void>): Promise<ForkResult> {
+    return this.forker.fork(id, req, whileHeld);
   }
 
   snapshotInto(id: string, dir: string): Promise<SandboxRecord> {
@@ -160,15 +166,21 @@ export class SandboxService {
       { sandbox: id, allow: next.networkGiven?.allow ?? rules, expanded: rules, credentialHosts: next.credentials?.map((c) => c.host) ?? [] },
       'network policy changed',
     );
-    // A hibernated sandbox gets its forwarders when it resumes. The policy already applies
-    // either way: this only moves listeners.
-    const live = this.ctx.live.get(id);
-    if (live && !live.client.closed) {
-      await this.egress
-        .pushForwards(id)
-        .catch((err: Error) => this.log.warn({ sandbox: id, err: err.message }, 'TCP forwarders not updated; the next resume or restore updates them'));
-    }
+    await this.refreshForwarders(id);
     return this.getNetwork(id);
+  }
+
+  /**
+   * Sends the policy's TCP forwarders (and their /etc/hosts names) to a running sandbox. A
+   * hibernated one gets them when it resumes. The policy already applies either way: this
+   * only moves listeners.
+   */
+  private async refreshForwarders(id: string): Promise<void> {
+    const live = this.ctx.live.get(id);
+    if (!live || live.client.closed) return;
+    await this.egress
+      .pushForwards(id)
+      .catch((err: Error) => this.log.warn({ sandbox: id, err: err.message }, 'TCP forwarders not updated; the next resume or restore updates them'));
   }
 
   /** get, plus the host disk it uses: its own writes while running, its image while hibernated. */
@@ -193,11 +205,42 @@ export class SandboxService {
     return this.get(id);
   }
 
+  /** Merges `metadata` into the sandbox's (for sandboxes the daemon makes itself, such as database branches). */
+  setMetadata(id: string, metadata: Metadata): void {
+    const r = this.record(id, 'setTtl');
+    this.opts.registry.setMetadata(id, { ...r.metadata, ...metadata });
+  }
+
+  /**
+   * Adds allow rules to the sandbox's egress policy, keeping its credentials (for rules the
+   * daemon grants itself, such as `db:ALIAS` for the databases a sandbox uses). Widening a
+   * policy ends no connection.
+   */
+  async addAllowRules(id: string, rules: string[]): Promise<void> {
+    const r = this.record(id, 'setNetwork');
+    const missing = rules.filter((rule) => !r.network.includes(rule));
+    if (!missing.length) return;
+    const given = r.networkGiven && { allow: [...r.networkGiven.allow, ...missing], ...(r.networkGiven.presets ? { presets: r.networkGiven.presets } : {}) };
+    this.opts.registry.setNetwork(id, [...r.network, ...missing], r.credentials, given);
+    this.log.info({ sandbox: id, added: missing }, 'egress allow rules added');
+    await this.refreshForwarders(id);
+  }
+
   kill(id: string, reason = 'killed'): Promise<void> {
     return this.ending.kill(id, reason);
   }
 
   /** Runs `hook` for each sandbox that ends (killed, expired, dead), as it is torn down. */
+  /** After a sandbox hibernated (explicitly or when idle). */
+  onHibernated(hook: (id: string) => void): void {
+    this.hibernation.onHibernated(hook);
+  }
+
+  /** After a hibernated sandbox was brought back. */
+  onResumed(hook: (id: string) => void): void {
+    this.hibernation.onResumed(hook);
+  }
+
   onTeardown(hook: (id: string) => void): void {
     this.ending.onTeardown(hook);
   }

@@ -17,7 +17,9 @@ import type { TcpForwards } from '../network/tcp-forwards.js';
 import { initialise, type SandboxExec } from './postgres.js';
 import { newPassword } from './password.js';
 import type { DatabaseRecord, DatabaseStore } from './store.js';
+import type { DatabaseUses } from './uses.js';
 import { WalArchive } from './wal-archive.js';
+import { DATABASE_PORT, databaseHost } from '../network/database-rules.js';
 import { checkTarget, restoreInto, type RestoreTarget } from './restore.js';
 
 const DATABASE_TEMPLATE = 'postgres';
@@ -32,6 +34,8 @@ const DEFAULT_BASE_BACKUP_EVERY_MS = 6 * 3600 * 1000;
 
 export interface DatabaseServiceDeps {
   store: DatabaseStore;
+  /** Which sandboxes use which databases (workspaces.ts): a removed database is forgotten there too. */
+  uses: DatabaseUses;
   /** Where each database's WAL archive lives: <archiveRoot>/<name>/ (wal-archive.ts). */
   archiveRoot: string;
   /** How often a base backup is taken (default 6 hours; tests make it short). */
@@ -51,6 +55,11 @@ export class DatabaseService {
 
   constructor(private readonly deps: DatabaseServiceDeps) {
     this.log = deps.log.child({ component: 'databases' });
+    // A database's sandbox back from disk (its workspace resumed, or any call woke it) archives again.
+    deps.sandboxes.onResumed((id) => {
+      const r = deps.store.list().find((x) => x.sandboxId === id);
+      if (r) this.startArchive(r.name);
+    });
   }
 
   /** A new database: a sandbox of the postgres template (or of a snapshot of one), its password set, NAME created in it. */
@@ -92,39 +101,59 @@ export class DatabaseService {
 
   /** A live copy of NAME at this instant, as database NEW: a fork of its sandbox. Same password (it is in the copied pg_authid). */
   async branch(name: string, newName: string): Promise<DatabaseInfo> {
+    await this.branchMany(name, [newName]);
+    return this.get(newName);
+  }
+
+  /**
+   * Live copies of NAME, all from one instant (one image of its sandbox, restored once per
+   * name), as databases `newNames`. All or nothing: if one cannot be made, none is kept.
+   */
+  async branchMany(name: string, newNames: string[]): Promise<void> {
     const parent = this.record(name);
     const parentState = parent.sandboxId ? this.sandboxState(parent.sandboxId) : 'creating';
     if (!parent.sandboxId || (parentState !== 'running' && parentState !== 'hibernated'))
       throw new WarrenError('failed_precondition', `database ${name} is ${parentState}; a database can be branched once it is running`);
-    this.deps.store.reserve({
-      name: newName,
-      database: parent.database,
-      password: parent.password,
-      parent: name,
-      retainSeconds: parent.retainSeconds,
-      createdAt: Date.now(),
-    });
-    let childId: string | undefined;
+    const reserved: string[] = [];
+    const children: string[] = [];
     try {
-      // The instant the fork began: everything committed before it is in the branch.
+      for (const newName of newNames) {
+        this.deps.store.reserve({
+          name: newName,
+          database: parent.database,
+          password: parent.password,
+          parent: name,
+          retainSeconds: parent.retainSeconds,
+          createdAt: Date.now(),
+        });
+        reserved.push(newName);
+      }
+      // The instant the fork began: everything committed before it is in the branches.
       const at = Date.now();
       const forked = await this.deps.sandboxes.fork(parent.sandboxId, {
-        count: 1,
-        metadata: { [DATABASE_METADATA_KEY]: newName },
+        count: newNames.length,
+        metadata: { [DATABASE_METADATA_KEY]: newNames[0]! },
         ttlSeconds: MAX_TTL_SECONDS,
       });
-      childId = forked.sandboxes[0]?.id;
-      if (!childId) throw new WarrenError('internal', `fork of ${parent.sandboxId} returned no sandbox`);
-      neverExpire(this.deps.sandboxes, childId);
-      this.deps.store.complete(newName, childId, at);
-      await this.openForward(newName, childId);
-      this.log.info({ database: newName, parent: name, sandbox: childId, forkMs: forked.totalMs, parentPausedMs: forked.parentPausedMs }, 'database branched');
+      children.push(...forked.sandboxes.map((c) => c.id));
+      if (children.length !== newNames.length)
+        throw new WarrenError('internal', `fork of ${parent.sandboxId} returned ${children.length} sandboxes for ${newNames.length}`);
+      for (const [i, newName] of newNames.entries()) {
+        const childId = children[i]!;
+        this.deps.sandboxes.setMetadata(childId, { [DATABASE_METADATA_KEY]: newName });
+        neverExpire(this.deps.sandboxes, childId);
+        this.deps.store.complete(newName, childId, at);
+        await this.openForward(newName, childId);
+        this.log.info(
+          { database: newName, parent: name, sandbox: childId, forkMs: forked.totalMs, parentPausedMs: forked.parentPausedMs },
+          'database branched',
+        );
+      }
     } catch (err) {
-      await this.undo(newName, childId, 'database branch failed');
+      for (const [i, newName] of reserved.entries()) await this.undo(newName, children[i], 'database branch failed');
       throw err;
     }
-    this.startArchive(newName);
-    return this.get(newName);
+    for (const newName of newNames) this.startArchive(newName);
   }
 
   /**
@@ -174,6 +203,41 @@ export class DatabaseService {
     const r = this.record(name);
     if (!r.sandboxId) throw new WarrenError('failed_precondition', `database ${name} is still being created`);
     return (await this.deps.sandboxes.guest(r.sandboxId, 'ports')).connectPort(POSTGRES_PORT);
+  }
+
+  has(name: string): boolean {
+    return this.deps.store.get(name) !== undefined;
+  }
+
+  /**
+   * NAME's URL as a sandbox whose policy allows `db:ALIAS` reaches it (database-rules.ts):
+   * the host is the alias, the password and database are NAME's. Branches keep both, so a
+   * fork's children reach their own branches with the same URL.
+   */
+  urlInside(name: string, alias: string): string {
+    const r = this.record(name);
+    return `postgres://postgres:${r.password}@${databaseHost(alias)}:${DATABASE_PORT}/${r.database}`;
+  }
+
+  /** Puts NAME's sandbox to disk with its archiver stopped (its workspace hibernated). */
+  async hibernate(name: string): Promise<void> {
+    const r = this.record(name);
+    if (!r.sandboxId) return;
+    const archive = this.archives.get(name);
+    this.archives.delete(name);
+    await archive?.stop();
+    try {
+      await this.deps.sandboxes.hibernate(r.sandboxId, 'its workspace hibernated');
+    } catch (err) {
+      this.startArchive(name); // it keeps running, so it keeps archiving
+      throw err;
+    }
+  }
+
+  /** Brings NAME's sandbox back (its workspace resumed); the resume hook starts its archiver. */
+  async resume(name: string): Promise<void> {
+    const r = this.record(name);
+    if (r.sandboxId) await this.deps.sandboxes.resume(r.sandboxId);
   }
 
   /** Stops every archiver (daemon shutdown); the archives stay for the next start. */
@@ -249,7 +313,9 @@ export class DatabaseService {
       await this.openForward(r.name, r.sandboxId, r.hostPort).catch((err: Error) =>
         this.log.error({ database: r.name, sandbox: r.sandboxId, err: err.message }, 'database forward could not be opened'),
       );
-      this.startArchive(r.name);
+      // A hibernated one (its workspace is) archives again when it is resumed: an archiver
+      // connecting now would wake it.
+      if (state === 'running') this.startArchive(r.name);
     }
   }
 
@@ -280,6 +346,7 @@ export class DatabaseService {
       });
     }
     this.deps.store.delete(name);
+    this.deps.uses.forgetDatabase(name);
   }
 
   private record(name: string): DatabaseRecord {

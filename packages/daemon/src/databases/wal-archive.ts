@@ -16,7 +16,7 @@
  * daemon kills what a killed one left before it starts its own.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
@@ -24,7 +24,13 @@ import type { Logger } from 'pino';
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
 const SLOT = 'warren_archive';
 const RESTART_DELAY_MS = 2000;
+/** Restarts back off up to this while pg_receivewal keeps failing (a full disk, a server that is down). */
+const MAX_RESTART_DELAY_MS = 30_000;
+/** A pg_receivewal that streamed this long was fine: the next restart is quick again. */
+const HEALTHY_RUN_MS = 60_000;
 const SEGMENT_NAME = /^[0-9A-F]{24}$/;
+/** The postgres template's WAL segment size (initdb's default). */
+const WAL_SEGMENT_BYTES = 16 * 1024 * 1024;
 
 /** Where the database's server is reachable from the host, and its password. */
 export interface ArchiveEndpoint {
@@ -55,6 +61,8 @@ export class WalArchive {
   private backupTimer?: NodeJS.Timeout;
   private restartTimer?: NodeJS.Timeout;
   private backingUp?: Promise<void>;
+  /** pg_receivewal runs that failed in a row (restart backoff). */
+  private failures = 0;
   /** When the running pg_receivewal started; undefined while none runs. */
   private streamingSince?: number;
   /** Running pg tools (the receiver, a slot creation, a base backup). */
@@ -183,7 +191,9 @@ export class WalArchive {
     if (this.stopped) return;
     const again = () => {
       if (this.stopped) return;
-      this.restartTimer = setTimeout(() => this.runReceiver(), RESTART_DELAY_MS);
+      const delay = Math.min(RESTART_DELAY_MS * 2 ** this.failures, MAX_RESTART_DELAY_MS);
+      this.failures++;
+      this.restartTimer = setTimeout(() => this.runReceiver(), delay);
       this.restartTimer.unref();
     };
     const ep = this.opts.endpoint();
@@ -192,6 +202,7 @@ export class WalArchive {
       return;
     }
     const conn = ['-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'];
+    this.clearCutSegments();
     this.run('pg_receivewal', ['--create-slot', '--if-not-exists', '--slot', SLOT, ...conn], ep)
       .then(() => {
         if (this.stopped) return;
@@ -201,9 +212,11 @@ export class WalArchive {
         child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
         child.on('error', (err) => this.opts.log.error({ dir: this.opts.dir, err: err.message }, 'pg_receivewal could not be started'));
         child.on('close', (code) => {
+          if (this.streamingSince !== undefined && Date.now() - this.streamingSince >= HEALTHY_RUN_MS) this.failures = 0;
           this.streamingSince = undefined;
           this.forgetPid(child.pid);
-          if (!this.stopped) this.opts.log.info({ dir: this.opts.dir, code, err: lastLine(stderr) }, 'pg_receivewal ended; starting it again');
+          if (!this.stopped)
+            this.opts.log.info({ dir: this.opts.dir, code, err: errorLines(stderr), failures: this.failures }, 'pg_receivewal ended; starting it again');
           again();
         });
       })
@@ -211,6 +224,34 @@ export class WalArchive {
         this.opts.log.info({ dir: this.opts.dir, err: err.message }, 'the replication slot could not be made yet; trying again');
         again();
       });
+  }
+
+  /**
+   * pg_receivewal fills a new segment's `.partial` with zeros up to 16 MiB before it writes WAL
+   * into it, and it refuses to start while a `.partial` has any other size ("should be 0 or
+   * 16777216"). So a disk that filled up during that fill stopped archiving for good, even
+   * once there was room again. Such a file holds no WAL yet: it is removed, and the
+   * replication slot has the server send that WAL again. One that holds anything but zeros
+   * is moved aside (`.cut`, which no tool reads) instead, and logged.
+   */
+  private clearCutSegments(): void {
+    if (!existsSync(this.walDir)) return;
+    for (const name of readdirSync(this.walDir)) {
+      if (!name.endsWith('.partial')) continue;
+      const file = path.join(this.walDir, name);
+      const size = statSync(file).size;
+      if (size === 0 || size === WAL_SEGMENT_BYTES) continue;
+      if (onlyZeros(file)) {
+        rmSync(file, { force: true });
+        this.opts.log.warn(
+          { dir: this.opts.dir, segment: name, bytes: size },
+          'removed a WAL segment whose zero-fill was cut (a full disk); the server sends it again',
+        );
+      } else {
+        renameSync(file, `${file}.cut`);
+        this.opts.log.error({ dir: this.opts.dir, segment: name, bytes: size }, 'moved aside a WAL segment of an unexpected size; the server sends it again');
+      }
+    }
   }
 
   private spawnChild(tool: string, args: string[], ep: ArchiveEndpoint): ChildProcess {
@@ -235,7 +276,7 @@ export class WalArchive {
       child.on('close', (code) => {
         this.forgetPid(child.pid);
         if (code === 0) resolve();
-        else reject(new Error(`${tool} exited with ${code}: ${lastLine(stderr)}`));
+        else reject(new Error(`${tool} exited with ${code}: ${errorLines(stderr)}`));
       });
     });
   }
@@ -314,6 +355,27 @@ function killGroup(pid: number, signal: NodeJS.Signals = 'SIGTERM'): void {
   }
 }
 
-function lastLine(text: string): string {
-  return text.trim().split('\n').at(-1) ?? '';
+/** True when the file holds only zero bytes. */
+function onlyZeros(file: string): boolean {
+  const fd = openSync(file, 'r');
+  try {
+    const buf = Buffer.alloc(1 << 20);
+    for (;;) {
+      const n = readSync(fd, buf, 0, buf.length, null);
+      if (n === 0) return true;
+      for (let i = 0; i < n; i++) if (buf[i] !== 0) return false;
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * What a pg tool said went wrong: its `error:` lines (the cause, such as "No space left on
+ * device", comes before the final "disconnected"), else its last line.
+ */
+function errorLines(text: string): string {
+  const lines = text.trim().split('\n');
+  const errors = lines.filter((l) => l.includes('error:'));
+  return (errors.length ? errors.join(' | ') : (lines.at(-1) ?? '')).slice(0, 600);
 }

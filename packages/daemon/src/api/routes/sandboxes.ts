@@ -1,6 +1,7 @@
-/** /v1/sandboxes: create, list, get, kill, ttl, hibernate, resume, fork, snapshot. */
+/** /v1/sandboxes: create, list, get, kill, ttl, hibernate, resume, fork, snapshot, databases. */
 import { Hono } from 'hono';
 import {
+  AttachDatabaseRequest,
   CreateSandboxRequest,
   CreateSnapshotRequest,
   ForkRequest,
@@ -9,20 +10,22 @@ import {
   SetTtlRequest,
   WarrenError,
   type EgressList,
+  type SandboxDatabaseList,
   type SandboxState,
 } from '@warren/protocol';
 import type { EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
+import type { WorkspaceDatabases } from '../../databases/workspaces.js';
 import type { SnapshotService } from '../../core/snapshots.js';
 import type { AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotService, egress: EgressLog): Hono<AuthVars> {
+export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotService, egress: EgressLog, databases: WorkspaceDatabases): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
 
   app.post('/', async (c) => {
     const req = parse(CreateSandboxRequest, await jsonBody(c));
-    return c.json(await sandboxes.create(req, c.get('apiKeyId')), 201);
+    return c.json(await databases.create(req, c.get('apiKeyId')), 201);
   });
 
   app.get('/', (c) => {
@@ -70,7 +73,14 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
 
   app.post('/:id/fork', async (c) => {
     const req = parse(ForkRequest, await jsonBody(c));
-    return c.json(await sandboxes.fork(c.req.param('id'), req), 201);
+    return c.json(await databases.fork(c.req.param('id'), req), 201);
+  });
+
+  app.get('/:id/databases', (c) => c.json({ databases: databases.list(c.req.param('id')) } satisfies SandboxDatabaseList));
+
+  app.post('/:id/databases', async (c) => {
+    const req = parse(AttachDatabaseRequest, await jsonBody(c));
+    return c.json(await databases.attach(c.req.param('id'), req.name, c.get('apiKeyId')), 201);
   });
 
   app.post('/:id/snapshots', async (c) => {

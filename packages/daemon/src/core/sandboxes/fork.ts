@@ -38,8 +38,9 @@ export class Forker {
    * N new sandboxes that continue from this instant of the parent: its memory, processes and
    * files. The parent is paused only while its image is written; the children are restored
    * from that image in parallel. All or nothing: if one child fails, none is kept.
+   * `whileHeld`: see SandboxService.fork.
    */
-  async fork(id: string, req: ForkRequest & { count: number }): Promise<ForkResult> {
+  async fork(id: string, req: ForkRequest & { count: number }, whileHeld?: () => Promise<void>): Promise<ForkResult> {
     const max = this.opts.maxForkCount ?? DEFAULT_MAX_FORK_COUNT;
     if (req.count > max)
       throw new WarrenError('invalid_argument', `count must be at most ${max} children per fork, WARREN_MAX_FORK (got ${req.count})`, {
@@ -58,8 +59,8 @@ export class Forker {
       try {
         if (parent.state !== 'hibernated') {
           temporary = dir = await this.opts.images.forkDir();
-          ({ checkpointMs: parentPausedMs, heldMs: channelHeldMs } = await this.saver.save(id, dir, true));
-        }
+          ({ checkpointMs: parentPausedMs, heldMs: channelHeldMs } = await this.saver.save(id, dir, true, whileHeld));
+        } else await whileHeld?.();
         // A hibernated parent's image is packed: unpacked once here, not once per child. Fork
         // images themselves stay unpacked (they live for one fork, and packing costs time).
         unpacked = await this.opts.images.unpack(ImageStore.imagePath(dir));

@@ -36,6 +36,7 @@ async function settledUses(live: Live): Promise<string[]> {
 export class Hibernation {
   private readonly opts: SandboxServiceOptions;
   private readonly live: Map<string, Live>;
+  private readonly hooks: { hibernated: Array<(id: string) => void>; resumed: Array<(id: string) => void> } = { hibernated: [], resumed: [] };
 
   constructor(
     ctx: SandboxContext,
@@ -48,6 +49,16 @@ export class Hibernation {
   ) {
     this.opts = ctx.opts;
     this.live = ctx.live;
+  }
+
+  /** Runs after each hibernate (explicit or idle) that put a sandbox to disk. */
+  onHibernated(hook: (id: string) => void): void {
+    this.hooks.hibernated.push(hook);
+  }
+
+  /** Runs after each resume that brought a sandbox back. */
+  onResumed(hook: (id: string) => void): void {
+    this.hooks.resumed.push(hook);
   }
 
   /**
@@ -93,6 +104,7 @@ export class Hibernation {
       await this.opts.images.pack(dir).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'hibernation image left unpacked'));
       const packMs = Date.now() - packStarted;
       this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, packMs, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
+      for (const hook of this.hooks.hibernated) hook(id);
       return infoOf(this.opts.registry, id);
     });
   }
@@ -129,6 +141,7 @@ export class Hibernation {
       this.booter.markRunning(r, 'resume');
       await this.opts.images.remove(dir);
       this.opts.log.info({ sandbox: id, ms: Date.now() - started }, 'sandbox resumed');
+      for (const hook of this.hooks.resumed) hook(id);
       return infoOf(this.opts.registry, id);
     });
   }

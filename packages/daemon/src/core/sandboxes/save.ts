@@ -33,9 +33,10 @@ export class Saver {
    * Saves a running sandbox into dir (an ImageStore directory) and marks it complete. The
    * guest channel is quiesced first so that the image holds it between frames; with
    * leaveRunning the sandbox carries on afterwards. Returns how long the checkpoint took
-   * (the processes are stopped only inside it) and how long calls waited.
+   * (the processes are stopped only inside it) and how long calls waited. `whileHeld` runs
+   * once the channel is held, before the checkpoint; if it fails, nothing is saved.
    */
-  async save(id: string, dir: string, leaveRunning: boolean): Promise<{ checkpointMs: number; heldMs: number }> {
+  async save(id: string, dir: string, leaveRunning: boolean, whileHeld?: () => Promise<void>): Promise<{ checkpointMs: number; heldMs: number }> {
     const live = this.live.get(id);
     if (!live || live.client.closed) throw new WarrenError('unavailable', `sandbox ${id} is not reachable right now; retry shortly`);
     await this.requireRoomForImage(id, dir);
@@ -50,8 +51,10 @@ export class Saver {
     let stopped = false;
     let checkpointMs = 0;
     try {
+      await whileHeld?.();
+      const checkpointStarted = Date.now();
       await this.opts.driver.checkpoint(id, ImageStore.imagePath(dir), { leaveRunning });
-      checkpointMs = Date.now() - quiesced;
+      checkpointMs = Date.now() - checkpointStarted;
       stopped = !leaveRunning;
     } catch (err) {
       await this.opts.images.remove(dir);
