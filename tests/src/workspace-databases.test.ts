@@ -65,6 +65,7 @@ test('a workspace made with a database: DATABASE_URL inside; forkTree(3) gives t
   for (const child of children.slice(1)) await child.kill();
   await ws.kill();
   await eventually(async () => (await Database.list(d!.conn)).length === 0 || undefined, 60_000, 'shop and every branch removed with their sandboxes');
+  assert.equal(d!.log().includes(new URL(env[0]!).password), false, 'the password in DATABASE_URL is not in the daemon log');
 });
 
 test('attaching: an existing database outlives the sandbox; one made for another sandbox is refused; bad names are 400', async () => {

@@ -230,7 +230,6 @@ export class SandboxService {
     return this.ending.kill(id, reason);
   }
 
-  /** Runs `hook` for each sandbox that ends (killed, expired, dead), as it is torn down. */
   /** After a sandbox hibernated (explicitly or when idle). */
   onHibernated(hook: (id: string) => void): void {
     this.hibernation.onHibernated(hook);
@@ -241,6 +240,7 @@ export class SandboxService {
     this.hibernation.onResumed(hook);
   }
 
+  /** Runs `hook` for each sandbox that ends (killed, expired, dead), as it is torn down. */
   onTeardown(hook: (id: string) => void): void {
     this.ending.onTeardown(hook);
   }

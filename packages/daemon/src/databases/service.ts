@@ -169,6 +169,9 @@ export class DatabaseService {
         `database ${name} has no WAL archive running (its sandbox is ${source.sandboxId ? this.sandboxState(source.sandboxId) : 'being created'})`,
       );
     checkTarget(archive, to, name);
+    // The window's end comes from file times, which run ahead of the WAL in them while the
+    // archive catches up: wait until it has everything up to this call.
+    await archive.archivedUntilNow();
     this.deps.store.reserve({
       name: newName,
       database: source.database,

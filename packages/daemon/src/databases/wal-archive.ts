@@ -20,10 +20,13 @@ import { closeSync, existsSync, openSync, readdirSync, readFileSync, readSync, r
 import { mkdir, rename, rm, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
+import { WarrenError } from '@warren/protocol';
 
 export const PG_BIN = '/usr/lib/postgresql/15/bin';
 const SLOT = 'warren_archive';
 const RESTART_DELAY_MS = 2000;
+/** How long a restore waits for the archive to catch up with its server. */
+const ARCHIVE_CATCH_UP_MS = 60_000;
 /** Restarts back off up to this while pg_receivewal keeps failing (a full disk, a server that is down). */
 const MAX_RESTART_DELAY_MS = 30_000;
 /** A pg_receivewal that streamed this long was fine: the next restart is quick again. */
@@ -254,11 +257,11 @@ export class WalArchive {
     }
   }
 
-  private spawnChild(tool: string, args: string[], ep: ArchiveEndpoint): ChildProcess {
+  private spawnChild(tool: string, args: string[], ep: ArchiveEndpoint, readStdout = false): ChildProcess {
     // The password travels in the child's environment only: never argv, never logs.
     const child = spawn(path.join(PG_BIN, tool), args, {
       env: { PATH: process.env.PATH, PGPASSWORD: ep.password, PGCONNECT_TIMEOUT: '10' },
-      stdio: ['ignore', 'ignore', 'pipe'],
+      stdio: ['ignore', readStdout ? 'pipe' : 'ignore', 'pipe'],
       detached: true,
     });
     if (child.pid) this.notePid(child.pid);
@@ -267,18 +270,59 @@ export class WalArchive {
     return child;
   }
 
-  private run(tool: string, args: string[], ep: ArchiveEndpoint): Promise<void> {
+  private run(tool: string, args: string[], ep: ArchiveEndpoint): Promise<string> {
     return new Promise((resolve, reject) => {
-      const child = this.spawnChild(tool, args, ep);
+      const child = this.spawnChild(tool, args, ep, true);
+      let stdout = '';
       let stderr = '';
+      child.stdout?.on('data', (d: Buffer) => (stdout = (stdout + d.toString()).slice(-2000)));
       child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-2000)));
       child.on('error', reject);
       child.on('close', (code) => {
         this.forgetPid(child.pid);
-        if (code === 0) resolve();
+        if (code === 0) resolve(stdout.trim());
         else reject(new Error(`${tool} exited with ${code}: ${errorLines(stderr)}`));
       });
     });
+  }
+
+  /**
+   * Waits until the archive holds the server's WAL up to the moment of the call, and returns
+   * that moment: every commit before it can then be restored. The file times the window
+   * shows can run ahead of their content while pg_receivewal catches up (after a full disk, a
+   * restart, a hibernation): the files are new, the WAL in them is older. Undefined when the
+   * server does not answer (its sandbox is dead): the archive then holds all it will ever get.
+   */
+  async archivedUntilNow(timeoutMs = ARCHIVE_CATCH_UP_MS): Promise<number | undefined> {
+    const ep = this.opts.endpoint();
+    if (!ep) return undefined;
+    const asked = Date.now();
+    const sql = (text: string) =>
+      this.run('psql', ['-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w', '-d', 'postgres', '-X', '-q', '-t', '-A', '-c', text], ep);
+    let current: string;
+    try {
+      current = await sql('SELECT pg_current_wal_lsn()');
+    } catch (err) {
+      this.opts.log.warn({ dir: this.opts.dir, err: (err as Error).message }, 'the server did not answer; the archive is restored as it is');
+      return undefined;
+    }
+    if (!/^[0-9A-F]+\/[0-9A-F]+$/.test(current)) throw new WarrenError('internal', `unexpected WAL position from the server: ${current.slice(0, 80)}`);
+    const deadline = asked + timeoutMs;
+    for (;;) {
+      const behind = await sql(
+        `SELECT coalesce(min(pg_wal_lsn_diff('${current}', flush_lsn)), -1) FROM pg_stat_replication WHERE application_name = 'pg_receivewal'`,
+      );
+      const bytes = Number(behind);
+      if (bytes !== -1 && bytes <= 0) return asked;
+      if (Date.now() > deadline)
+        throw new WarrenError(
+          'unavailable',
+          bytes === -1
+            ? 'the WAL archive is not receiving right now (its receiver is restarting); try again shortly'
+            : `the WAL archive is still catching up (${Math.ceil(bytes / 1e6)} MB behind the server); try again shortly`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
   }
 
   private pidFile(): string {
