@@ -57,7 +57,7 @@ export class DatabaseService {
     this.log = deps.log.child({ component: 'databases' });
     // A database's sandbox back from disk (its workspace resumed, or any call woke it) archives again.
     deps.sandboxes.onResumed((id) => {
-      const r = deps.store.list().find((x) => x.sandboxId === id);
+      const r = deps.store.bySandbox(id);
       if (r) this.startArchive(r.name);
     });
   }

@@ -50,6 +50,7 @@ CREATE TABLE IF NOT EXISTS databases (
   retain_seconds INTEGER NOT NULL,
   created_at INTEGER NOT NULL
 );
+CREATE INDEX IF NOT EXISTS databases_by_sandbox ON databases (sandbox_id);
 `;
 
 export class DatabaseStore {
@@ -84,6 +85,12 @@ export class DatabaseStore {
 
   get(name: string): DatabaseRecord | undefined {
     const row = this.db.prepare('SELECT * FROM databases WHERE name = ?').get(name) as Row | undefined;
+    return row && fromRow(row);
+  }
+
+  /** The database whose PostgreSQL runs in that sandbox, if any. */
+  bySandbox(sandboxId: string): DatabaseRecord | undefined {
+    const row = this.db.prepare('SELECT * FROM databases WHERE sandbox_id = ?').get(sandboxId) as Row | undefined;
     return row && fromRow(row);
   }
 

@@ -6,13 +6,14 @@
  * the daemon (its agent's `net.connect` to 5432), audited like any CONNECT.
  */
 import { Duplex } from 'node:stream';
+import { DATABASE_NAME_PATTERN } from '@warren/protocol';
 
 export const DATABASE_RULE_PREFIX = 'db:';
 /** Names inside sandboxes: `NAME.db.warren` (not a public top-level domain). */
 const DATABASE_HOST_SUFFIX = '.db.warren';
 export const DATABASE_PORT = 5432;
-/** Database names, as DatabaseService accepts them. */
-export const DATABASE_NAME_PATTERN = /^[a-z][a-z0-9_]{0,62}$/;
+/** Database names, as DatabaseService accepts them (one definition, in the protocol). */
+export { DATABASE_NAME_PATTERN };
 
 /** Opens a connection to a database's postgres for a sandbox whose policy names it. */
 export interface DatabaseConnector {
