@@ -107,11 +107,14 @@ test('db:NAME: a workspace reaches that database at NAME.db.warren:5432, nothing
     assert.equal(r.stdout.trim(), '42', r.stderr);
     const other = await ws.exec(['psql', `postgres://postgres:x@ledger.db.warren:5432/ledger`, '-X', '-At', '-c', 'SELECT 1'], { user: 'user' });
     assert.notEqual(other.exitCode, 0, 'no rule names ledger');
-    const log = await ws.egressLog();
-    assert.ok(
-      log.some((e) => e.host === 'shop.db.warren' && e.port === 5432 && e.decision === 'allowed' && e.bytesDown > 0),
-      JSON.stringify(log),
+    // The entry's byte counts are written when the relay sees the connection close, a moment after psql exits.
+    await eventually(
+      async () =>
+        (await ws.egressLog()).some((e) => e.host === 'shop.db.warren' && e.port === 5432 && e.decision === 'allowed' && e.bytesDown > 0) || undefined,
+      10_000,
+      'an audited connection to shop with bytes counted',
     );
+    const log = await ws.egressLog();
     assert.equal(JSON.stringify(log).includes(url.password), false, 'no password in the audit log');
   } finally {
     await ws.kill();
