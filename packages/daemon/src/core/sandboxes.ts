@@ -43,7 +43,7 @@ import type { SandboxContext, SandboxServiceOptions } from './sandboxes/context.
 import { Booter } from './sandboxes/boot.js';
 import { Channels } from './sandboxes/channels.js';
 import { Creator } from './sandboxes/create.js';
-import { networkView, SandboxEgress } from './sandboxes/egress.js';
+import { networkView, SandboxEgress, withGrantedRules } from './sandboxes/egress.js';
 import { Forker } from './sandboxes/fork.js';
 import { Heartbeat } from './sandboxes/heartbeat.js';
 import { Hibernation } from './sandboxes/hibernate.js';
@@ -94,8 +94,9 @@ export class SandboxService {
     this.heartbeat.start();
   }
 
-  create(req: CreateSandboxRequest & { template: string }, apiKeyId: string): Promise<SandboxInfo> {
-    return this.creator.create(req, apiKeyId);
+  /** `granted`: allow rules the daemon grants itself (see addAllowRules), in force from the first instant. */
+  create(req: CreateSandboxRequest & { template: string }, apiKeyId: string, granted: string[] = []): Promise<SandboxInfo> {
+    return this.creator.create(req, apiKeyId, granted);
   }
 
   hibernate(id: string, reason = 'requested'): Promise<SandboxInfo> {
@@ -218,11 +219,10 @@ export class SandboxService {
    */
   async addAllowRules(id: string, rules: string[]): Promise<void> {
     const r = this.record(id, 'setNetwork');
-    const missing = rules.filter((rule) => !r.network.includes(rule));
-    if (!missing.length) return;
-    const given = r.networkGiven && { allow: [...r.networkGiven.allow, ...missing], ...(r.networkGiven.presets ? { presets: r.networkGiven.presets } : {}) };
-    this.opts.registry.setNetwork(id, [...r.network, ...missing], r.credentials, given);
-    this.log.info({ sandbox: id, added: missing }, 'egress allow rules added');
+    const next = withGrantedRules(r, rules);
+    if (next.network === r.network) return;
+    this.opts.registry.setNetwork(id, next.network, r.credentials, next.networkGiven);
+    this.log.info({ sandbox: id, added: next.network.slice(r.network.length) }, 'egress allow rules added');
     await this.refreshForwarders(id);
   }
 

@@ -56,12 +56,10 @@ export class WorkspaceDatabases {
         uses.push({ alias, database: alias, owned });
       }
       const env = { ...this.environment(uses), ...(rest.env ?? {}) };
-      const sandbox = await this.deps.sandboxes.create({ ...rest, env }, apiKeyId);
+      // The rules are in force from boot, so a start command can reach its databases at once.
+      const rules = aliases.map((a) => `${DATABASE_RULE_PREFIX}${a}`);
+      const sandbox = await this.deps.sandboxes.create({ ...rest, env }, apiKeyId, rules);
       try {
-        await this.deps.sandboxes.addAllowRules(
-          sandbox.id,
-          aliases.map((a) => `${DATABASE_RULE_PREFIX}${a}`),
-        );
         for (const use of uses) this.deps.uses.add({ sandboxId: sandbox.id, ...use });
       } catch (err) {
         await this.deps.sandboxes.kill(sandbox.id, 'its databases could not be attached');

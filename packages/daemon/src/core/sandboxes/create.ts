@@ -32,14 +32,14 @@ export class Creator {
     this.defaults = ctx.defaults;
   }
 
-  async create(req: CreateSandboxRequest & { template: string }, apiKeyId: string): Promise<SandboxInfo> {
-    if (req.snapshot) return this.createFromSnapshot(req, apiKeyId);
+  async create(req: CreateSandboxRequest & { template: string }, apiKeyId: string, granted: string[] = []): Promise<SandboxInfo> {
+    if (req.snapshot) return this.createFromSnapshot(req, apiKeyId, granted);
     const started = Date.now();
     const template = this.opts.templates.resolve(req.template);
     const resources: ResolvedResources = { ...this.defaults, ...(req.resources ?? {}) };
     // Before a pool member is claimed or anything registered: a refusal leaves no trace.
     admitResources(resources, this.opts.capacity);
-    const policy = await this.egress.createPolicy(req.network, template.name, template.network);
+    const policy = await this.egress.createPolicy(req.network, template.name, template.network, granted);
     const member = this.opts.pool?.claim(template);
     const record: SandboxRecord = {
       id: member?.id ?? newId('sb'),
@@ -107,7 +107,7 @@ export class Creator {
     }
   }
 
-  private async createFromSnapshot(req: CreateSandboxRequest, apiKeyId: string): Promise<SandboxInfo> {
+  private async createFromSnapshot(req: CreateSandboxRequest, apiKeyId: string, granted: string[]): Promise<SandboxInfo> {
     const snap = this.opts.registry.getSnapshot(req.snapshot!);
     if (!snap) throw new WarrenError('not_found', `no snapshot with id ${req.snapshot}`);
     const dir = this.opts.images.snapshot(snap.id);
@@ -116,7 +116,7 @@ export class Creator {
     // The snapshot's own values may come from another host or an older daemon.
     admitResources(resources, this.opts.capacity, `snapshot ${snap.id}`, req.resources);
     // The request's policy, else the default of the template version the snapshot was taken from.
-    const policy = await this.egress.createPolicy(req.network, snap.template, templateRuntime(snap.rootfs).network);
+    const policy = await this.egress.createPolicy(req.network, snap.template, templateRuntime(snap.rootfs).network, granted);
     return this.createFromImage(
       // Billed to whoever creates it, not to whoever took the snapshot.
       recordFromImage({ ...snap, apiKeyId }, { ...req, env: { ...snap.env, ...(req.env ?? {}) }, resources }, 'snapshot', snap.id, policy),

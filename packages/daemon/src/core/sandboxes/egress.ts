@@ -117,7 +117,20 @@ export class SandboxEgress {
    * The egress fields of a new sandbox: the request's policy if it gives one (even an empty
    * list), else its template's default, else the daemon's (WARREN_DEFAULT_ALLOW), else none.
    */
-  async createPolicy(requested: NetworkPolicy | undefined, template: string, templateDefault: { allow: string[] } | undefined): Promise<PolicyFields> {
+  async createPolicy(
+    requested: NetworkPolicy | undefined,
+    template: string,
+    templateDefault: { allow: string[] } | undefined,
+    granted: string[] = [],
+  ): Promise<PolicyFields> {
+    return withGrantedRules(await this.requestedPolicy(requested, template, templateDefault), granted);
+  }
+
+  private async requestedPolicy(
+    requested: NetworkPolicy | undefined,
+    template: string,
+    templateDefault: { allow: string[] } | undefined,
+  ): Promise<PolicyFields> {
     if (requested) return this.policyFields(requested);
     if (templateDefault) return this.policyFields(templateDefault, 'template', `template '${template}' network.allow`);
     if (this.opts.defaultAllow) return this.policyFields({ allow: this.opts.defaultAllow }, 'daemon', 'WARREN_DEFAULT_ALLOW');
@@ -141,6 +154,18 @@ export class SandboxEgress {
     if (!this.opts.egressCa) throw new WarrenError('failed_precondition', 'this daemon has no egress CA store: credentials are not supported');
     return this.opts.egressCa;
   }
+}
+
+/**
+ * The policy with rules the daemon grants itself (`db:ALIAS` for the databases a sandbox
+ * uses) added. They show in the allow list like any rule; a policy that had been a default
+ * is no longer only that default.
+ */
+export function withGrantedRules(p: PolicyFields, granted: string[]): PolicyFields {
+  const missing = granted.filter((rule) => !p.network.includes(rule));
+  if (!missing.length) return p;
+  const given = p.networkGiven && { allow: [...p.networkGiven.allow, ...missing], ...(p.networkGiven.presets ? { presets: p.networkGiven.presets } : {}) };
+  return { network: [...p.network, ...missing], ...(given ? { networkGiven: given } : {}), ...(p.credentials ? { credentials: p.credentials } : {}) };
 }
 
 /**
