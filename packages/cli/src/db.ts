@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { Database, Sandbox, type DatabaseInfo } from '@warren/sdk';
 import { printJson, safe, table } from './output.js';
-import { parseWhen, UNIT_MS } from './usage.js';
+import { durationSeconds, parseWhen } from './usage.js';
 
 /** Rows of `table` (which makes every cell safe). */
 function infoText(d: DatabaseInfo): string {
@@ -122,12 +122,4 @@ export function registerDbCommands(program: Command): void {
         process.stdout.write(`${safe(name)}\n`);
       }
     });
-}
-
-/** `30s`, `10m`, `12h`, `7d` in seconds (the units `warren usage --since` takes). */
-function durationSeconds(text: string, flag: string): number {
-  const [, amount, unit] = /^(\d+)([smhdw])$/.exec(text) ?? [];
-  const unitMs = unit && UNIT_MS[unit];
-  if (!amount || !unitMs) throw new Error(`${flag} takes a duration such as 30m, 12h or 7d (got '${text}')`);
-  return (Number(amount) * unitMs) / 1000;
 }

@@ -17,6 +17,7 @@ import { CREDENTIAL_HELP, parseCredentialFlags } from './credentials.js';
 import { cliVersion } from './version.js';
 import { registerShellCommand } from './shell.js';
 import { registerDbCommands } from './db.js';
+import { registerKeyCommands } from './keys.js';
 
 /** Every command, as `warren` has them. */
 export function buildProgram(): Command {
@@ -265,6 +266,7 @@ export function buildProgram(): Command {
   registerLogCommands(program);
   registerShellCommand(program);
   registerDbCommands(program);
+  registerKeyCommands(program);
   return program;
 }
 

@@ -3,7 +3,15 @@ import type { Command } from 'commander';
 import { getUsage, type UsageReport, type UsageTotals } from '@warren/sdk';
 import { printJson, safe, table } from './output.js';
 
-export const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+const UNIT_MS: Record<string, number> = { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+
+/** `30s`, `10m`, `12h`, `7d` in seconds (the units `warren usage --since` takes). */
+export function durationSeconds(text: string, flag: string): number {
+  const [, amount, unit] = /^(\d+)([smhdw])$/.exec(text) ?? [];
+  const unitMs = unit && UNIT_MS[unit];
+  if (!amount || !unitMs) throw new Error(`${flag} takes a duration such as 30m, 12h or 7d (got '${text}')`);
+  return (Number(amount) * unitMs) / 1000;
+}
 
 /** WHEN: an ISO 8601 date or time, or a duration back from now (`30m`, `2h`, `7d`). */
 export function parseWhen(option: string, now = Date.now()) {

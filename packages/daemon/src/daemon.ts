@@ -8,7 +8,10 @@ import type { Duplex } from 'node:stream';
 import { serve, type ServerType } from '@hono/node-server';
 import { pino, type Logger } from 'pino';
 import { buildApp } from './api/app.js';
-import { ensureAdminKey } from './api/auth.js';
+import { KeyService } from './keys/service.js';
+import { KeyStore } from './keys/store.js';
+import { QuotaGate } from './keys/quotas.js';
+import type { Access } from './api/auth.js';
 import { resolveConfig, layout, type DaemonConfig } from './config.js';
 import { ExecService } from './core/exec.js';
 import { FileService } from './core/files.js';
@@ -90,7 +93,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   const lock = await acquireHomeLock(paths.lockSocket, config.home);
 
   const registry = new Registry(paths.db);
-  const { key: adminKey, created } = ensureAdminKey(registry, paths.adminKey);
+  const keys = new KeyService(new KeyStore(registry.database), log);
+  const { key: adminKey, created } = keys.ensureAdminKey(paths.adminKey);
   log.info({ keyFile: paths.adminKey, created }, created ? 'created admin API key' : 'admin API key loaded');
   const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
 
@@ -221,9 +225,19 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   databasesLate = () => workspaceDatabases;
   // Forwards are in memory only: each database's is opened again, on its old port if free.
   await databases.reconcile();
-  const ports: PortDeps = { sandboxes, registry, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
+  const access: Access = {
+    keys,
+    owners: {
+      sandbox: (id) => registry.ownerOf(id),
+      snapshot: (id) => registry.getSnapshot(id)?.apiKeyId,
+      database: (name) => databases.ownerOf(name),
+    },
+    quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
+  };
+  const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const app = buildApp({
     registry,
+    access,
     sandboxes,
     exec,
     files,
@@ -267,7 +281,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   });
   const port = (server.address() as AddressInfo).port;
   listeningPort = port;
-  server.on('upgrade', terminalUpgrade({ registry, terminals, log }, portUpgrade(ports, log)));
+  server.on('upgrade', terminalUpgrade({ access, terminals, log }, portUpgrade(ports, log)));
   const url = `http://${config.host}:${port}`;
   log.info({ url, home: config.home, version: VERSION }, 'warren daemon listening');
 

@@ -12,3 +12,4 @@ export * from './terminal-requests.js';
 export * from './tar-check.js';
 export * from './dir-place.js';
 export * from './databases.js';
+export * from './keys.js';

@@ -9,7 +9,8 @@ import type { SandboxService } from '../core/sandboxes.js';
 import type { ExecService } from '../core/exec.js';
 import type { FileService } from '../core/files.js';
 import type { TemplateCatalog } from '../templates/catalog.js';
-import { requireApiKey, type AuthVars } from './auth.js';
+import { authorizeRequests, type Access, type AuthVars } from './auth.js';
+import { keyRoutes } from './routes/keys.js';
 import { errorResponse } from './errors.js';
 import { lingerOnUnreadBody } from './body.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
@@ -44,6 +45,7 @@ const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 
 export interface ApiDeps {
   registry: Registry;
+  access: Access;
   sandboxes: SandboxService;
   exec: ExecService;
   files: FileService;
@@ -79,9 +81,11 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.use('*', lingerOnUnreadBody);
   // Port URLs are served on their own host names, before the API's key check.
   app.use('*', portForwarding(deps.ports));
-  app.use('/v1/*', requireApiKey(deps.registry));
-  app.use('/metrics', requireApiKey(deps.registry));
-  app.use('/mcp', requireApiKey(deps.registry));
+  // Every route past this point: a valid key, the route's scope, and only the key's own resources.
+  const authorize = authorizeRequests(deps.access.keys, deps.access.owners);
+  app.use('/v1/*', authorize);
+  app.use('/metrics', authorize);
+  app.use('/mcp', authorize);
   // File uploads stream and are limited by the sandbox's disk size instead.
   app.use('/v1/*', async (c, next) => {
     if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
@@ -100,7 +104,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
-  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog, deps.workspaceDatabases));
+  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog, deps.workspaceDatabases, deps.access.owners, deps.access.quotas));
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
   app.route('/v1/sandboxes', portRoutes(deps.ports));
   app.route('/v1/usage', usageRoutes(deps.meter));
@@ -113,6 +117,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
   app.route('/mcp', mcpRoutes(deps.selfUrl));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
-  app.route('/v1/databases', databaseRoutes(deps.databases));
+  app.route('/v1/databases', databaseRoutes(deps.databases, deps.access.owners));
+  app.route('/v1/keys', keyRoutes(deps.access.keys));
   return app;
 }

@@ -1,48 +1,139 @@
 /**
- * API keys. The daemon creates an admin key on first start and writes it to a root-only
- * file; the registry stores only its hash. Requests carry it as `Authorization: Bearer KEY`.
+ * Who may call what (docs/security.md, "API keys and scopes"). Requests carry a key as
+ * `Authorization: Bearer KEY` (or `X-Api-Key`); the key's scopes are checked against the
+ * route's, and a key that is not an admin key reaches only its own sandboxes, snapshots and
+ * databases: another key's is answered exactly as one that does not exist (404).
  */
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
-import { randomBytes } from 'node:crypto';
 import type { Context, MiddlewareHandler } from 'hono';
-import { WarrenError } from '@warren/protocol';
-import type { Registry } from '../core/registry.js';
-import { sha256 } from '../core/ids.js';
+import { WarrenError, type Scope } from '@warren/protocol';
+import type { QuotaGate } from '../keys/quotas.js';
+import type { KeyService, Principal } from '../keys/service.js';
 
-export type AuthVars = { Variables: { apiKeyId: string; requestId: string } };
+export type AuthVars = { Variables: { apiKeyId: string; principal: Principal; requestId: string } };
 
-/** Returns the admin key, creating and storing it on first start. */
-export function ensureAdminKey(registry: Registry, keyFile: string): { key: string; created: boolean } {
-  if (existsSync(keyFile)) {
-    const key = readFileSync(keyFile, 'utf8').trim();
-    registry.addApiKey('admin', sha256(key), 'admin');
-    return { key, created: false };
-  }
-  const key = `wk_${randomBytes(24).toString('base64url')}`;
-  writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
-  registry.addApiKey('admin', sha256(key), 'admin');
-  return { key, created: true };
+/** The owner (API key id) of each kind of resource a path can name; undefined: no such resource. */
+export interface Owners {
+  sandbox(id: string): string | undefined;
+  snapshot(id: string): string | undefined;
+  database(name: string): string | undefined;
 }
 
-/** The key's id; unauthenticated if the key is not one of ours. */
-export function apiKeyId(registry: Registry, key: string): string {
-  // Looked up by hash: the key itself is never stored or compared byte by byte.
-  const found = registry.apiKeyByHash(sha256(key));
-  if (!found) throw new WarrenError('unauthenticated', 'invalid API key');
-  return found.id;
+type Kind = keyof Owners;
+
+/** A route's rule: the scope it needs (null: any valid key) and the resource its path names. */
+interface Rule {
+  methods: string[] | '*';
+  path: RegExp;
+  scope: Scope | null;
+  owns?: Kind;
+}
+
+const SEG = '([^/]+)';
+const rule = (methods: string[] | '*', path: string, scope: Scope | null, owns?: Kind): Rule => ({ methods, path: new RegExp(`^${path}$`), scope, owns });
+
+/** First match wins. A route with no rule needs `admin` (new routes are closed until given one). */
+const RULES: Rule[] = [
+  rule(['GET'], '/v1/health', null),
+  rule(['GET'], '/v1/tools', null),
+  rule(['GET'], `/v1/templates(?:/${SEG}(?:/bake|/pool)?)?`, null),
+  rule(['POST', 'PUT', 'DELETE'], `/v1/templates(?:/.*)?`, 'templates:build'),
+  rule(['POST'], '/v1/sandboxes', 'sandboxes:create'),
+  rule(['GET'], '/v1/sandboxes', 'sandboxes:read'),
+  rule(['GET'], `/v1/sandboxes/${SEG}(?:/network|/egress|/databases|/forwards)?`, 'sandboxes:read', 'sandbox'),
+  rule(['PUT'], `/v1/sandboxes/${SEG}/network`, 'network:write', 'sandbox'),
+  rule(['POST'], `/v1/sandboxes/${SEG}/(?:hibernate|resume|ttl)`, 'sandboxes:manage', 'sandbox'),
+  rule(['DELETE'], `/v1/sandboxes/${SEG}`, 'sandboxes:manage', 'sandbox'),
+  rule(['POST'], `/v1/sandboxes/${SEG}/(?:fork|snapshots)`, 'sandboxes:fork', 'sandbox'),
+  rule(['POST'], `/v1/sandboxes/${SEG}/databases`, 'databases', 'sandbox'),
+  rule('*', `/v1/sandboxes/${SEG}/files(?:/.*)?`, 'sandboxes:files', 'sandbox'),
+  rule('*', `/v1/sandboxes/${SEG}/(?:exec|processes|terminals|tools|ports)(?:/.*)?`, 'sandboxes:exec', 'sandbox'),
+  rule(['GET'], '/v1/snapshots', 'sandboxes:read'),
+  rule(['GET'], `/v1/snapshots/${SEG}`, 'sandboxes:read', 'snapshot'),
+  rule(['DELETE'], `/v1/snapshots/${SEG}`, 'sandboxes:fork', 'snapshot'),
+  rule(['GET', 'POST'], '/v1/databases', 'databases'),
+  rule('*', `/v1/databases/${SEG}(?:/.*)?`, 'databases', 'database'),
+  rule(['GET'], '/v1/usage', 'usage:read'),
+  rule('*', '/mcp', null),
+];
+
+/** The rule of a route, if it has one of its own (tests check that every route does). */
+export function ruleFor(method: string, path: string): { scope: Scope | null; owns?: Kind; id?: string } | undefined {
+  for (const r of RULES) {
+    if (r.methods !== '*' && !r.methods.includes(method)) continue;
+    const m = r.path.exec(path);
+    if (m) return { scope: r.scope, ...(r.owns ? { owns: r.owns, id: decodeURIComponent(m[1]!) } : {}) };
+  }
+  return undefined;
 }
 
 /** The key a request carries: `Authorization: Bearer KEY`, else `X-Api-Key: KEY` (E2B's SDKs send that one). */
-export function requestApiKey(c: Context): string {
-  const header = c.req.header('authorization') ?? '';
-  return header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : (c.req.header('x-api-key') ?? '');
+export function bearerKey(headers: { authorization?: string | undefined; 'x-api-key'?: string | string[] | undefined }): string {
+  const header = headers.authorization ?? '';
+  if (header.toLowerCase().startsWith('bearer ')) return header.slice(7).trim();
+  const x = headers['x-api-key'];
+  return (Array.isArray(x) ? x[0] : x) ?? '';
 }
 
-export function requireApiKey(registry: Registry): MiddlewareHandler<AuthVars> {
+export function requestApiKey(c: Context): string {
+  return bearerKey({ authorization: c.req.header('authorization'), 'x-api-key': c.req.header('x-api-key') });
+}
+
+/** The principal of a request's key, or 401. */
+function authenticate(keys: KeyService, key: string): Principal {
+  if (!key) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
+  return keys.authenticate(key);
+}
+
+/** 403 naming the scope unless the principal has it (admin has every scope). */
+export function requireScope(p: Principal, scope: Scope | null, what: string): void {
+  if (scope === null || p.admin || p.scopes.has(scope)) return;
+  throw new WarrenError('permission_denied', `API key ${p.keyId} lacks the scope ${scope}, which ${what} needs`, { details: { scope } });
+}
+
+/** True when the principal may see the resource (its own, or any for an admin key). */
+function mayAccess(p: Principal, owner: string | undefined): boolean {
+  return p.admin || owner === undefined || owner === p.keyId;
+}
+
+const NOT_FOUND: Record<Kind, (id: string) => string> = {
+  sandbox: (id) => `no sandbox with id ${id}`,
+  snapshot: (id) => `no snapshot with id ${id}`,
+  database: (name) => `no database named ${name}; see GET /v1/databases (warren db ls)`,
+};
+
+/** 404, worded as for a resource that does not exist, unless the principal may act on it. */
+export function requireAccess(p: Principal, owners: Owners, kind: Kind, id: string): void {
+  if (!mayAccess(p, owners[kind](id))) throw new WarrenError('not_found', NOT_FOUND[kind](id));
+}
+
+/** Authentication, then the route's scope and the ownership of what its path names. */
+export function authorizeRequests(keys: KeyService, owners: Owners): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
-    const key = requestApiKey(c);
-    if (!key) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
-    c.set('apiKeyId', apiKeyId(registry, key));
+    const p = authenticate(keys, requestApiKey(c));
+    c.set('principal', p);
+    c.set('apiKeyId', p.keyId);
+    const found = ruleFor(c.req.method, c.req.path);
+    requireScope(p, found ? found.scope : 'admin', `${c.req.method} ${c.req.path}`);
+    // Ownership before anything else answers, so nothing tells another key's resource from a missing one.
+    if (found?.owns && found.id) requireAccess(p, owners, found.owns, found.id);
     await next();
   };
+}
+
+/** What authorizing a call needs: the keys and who owns what. */
+export interface Access {
+  keys: KeyService;
+  owners: Owners;
+  quotas: QuotaGate;
+}
+
+/**
+ * For calls that do not pass through the API's middleware (WebSocket upgrades, port URLs
+ * with a key): the key's principal, if it has `scope` and may reach the sandbox.
+ */
+export function authorizeSandboxCall(access: Access, key: string, sandboxId: string, scope: Scope, what: string): Principal {
+  const p = authenticate(access.keys, key);
+  requireScope(p, scope, what);
+  requireAccess(p, access.owners, 'sandbox', sandboxId);
+  return p;
 }

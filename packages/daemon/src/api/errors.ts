@@ -15,6 +15,9 @@ import type { Logger } from 'pino';
 export function errorResponse(c: Context, err: unknown, log: Logger): Response {
   const e = toWarrenError(err);
   const status = ErrorCodes[e.code] as ContentfulStatusCode;
+  // A limit that frees itself with time says when (quotas per minute).
+  const retryAfter = e.details?.retryAfterSeconds;
+  if (typeof retryAfter === 'number') c.header('Retry-After', String(retryAfter));
   if (!e.isServerSide) return c.json(e.toBody() satisfies ErrorBody, status);
   const requestId = (c.get('requestId') as string | undefined) ?? 'unknown';
   log.error(

@@ -14,9 +14,8 @@ import type { Logger } from 'pino';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { ErrorCodes, TerminalClientMessage, TerminalCreateRequest, WarrenError, parse, type TerminalServerMessage } from '@warren/protocol';
 import type { AttachedTerminal, TerminalService } from '../core/terminals.js';
-import type { Registry } from '../core/registry.js';
 import { parsePortHost } from '../network/ports.js';
-import { apiKeyId } from './auth.js';
+import { authorizeSandboxCall, bearerKey, type Access } from './auth.js';
 import { toWarrenError } from './errors.js';
 
 const PTY_PATH = /^\/v1\/sandboxes\/([^/]+)\/pty(?:\/([^/]+))?\/?$/;
@@ -28,7 +27,7 @@ const PING_INTERVAL_MS = 30_000;
 type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => void;
 
 export interface TerminalSocketDeps {
-  registry: Registry;
+  access: Access;
   terminals: TerminalService;
   log: Logger;
 }
@@ -49,7 +48,7 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
     void (async () => {
       let created: string | undefined;
       try {
-        authenticate(deps.registry, req);
+        authorizeSandboxCall(deps.access, bearerKey(req.headers), sandboxId, 'sandboxes:exec', 'a terminal');
         if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
           throw new WarrenError('invalid_argument', 'this path takes a WebSocket upgrade (Upgrade: websocket)');
         let offset = offsetQuery(url);
@@ -75,13 +74,6 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
       }
     })();
   };
-}
-
-function authenticate(registry: Registry, req: IncomingMessage): void {
-  const header = req.headers.authorization ?? '';
-  const apiKey = header.toLowerCase().startsWith('bearer ') ? header.slice(7).trim() : String(req.headers['x-api-key'] ?? '');
-  if (!apiKey) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
-  apiKeyId(registry, apiKey);
 }
 
 /** The create request a query string carries; numbers are checked by the schema. */

@@ -96,6 +96,8 @@ export interface ListQuery {
   limit: number;
   /** Opaque: the id of the last item of the previous page. */
   after?: string;
+  /** Only the sandboxes this API key made. */
+  apiKeyId?: string;
 }
 
 const SCHEMA = `
@@ -117,6 +119,7 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 CREATE INDEX IF NOT EXISTS sandboxes_state_id ON sandboxes(state, id);
 DROP INDEX IF EXISTS sandboxes_state;
 CREATE INDEX IF NOT EXISTS sandboxes_expires ON sandboxes(expires_at);
+CREATE INDEX IF NOT EXISTS sandboxes_owner_id ON sandboxes(api_key_id, id);
 -- Each record's metadata as (key, value) rows, kept by triggers, so a metadata filter is an
 -- index lookup instead of json_each over every record (10,000 hibernated in bench density).
 CREATE TABLE IF NOT EXISTS sandbox_metadata (
@@ -147,12 +150,6 @@ CREATE TABLE IF NOT EXISTS snapshots (
   created_at INTEGER NOT NULL,
   size_bytes INTEGER NOT NULL,
   api_key_id TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS api_keys (
-  id TEXT PRIMARY KEY,
-  hash TEXT NOT NULL UNIQUE,
-  name TEXT NOT NULL,
-  created_at INTEGER NOT NULL
 );
 `;
 
@@ -198,6 +195,19 @@ export class Registry {
          VALUES (@id, @template, @state, @created_at, @expires_at, @metadata, @env, @resources, @rootfs, @error, @api_key_id, @boot, @idle_seconds, @source, @network, @network_given, @credentials)`,
       )
       .run(toRow(r));
+  }
+
+  /** The resources of the key's sandboxes being created or running (what its quotas count). */
+  heldBy(apiKeyId: string): ResolvedResources[] {
+    const rows = this.db.prepare("SELECT resources FROM sandboxes WHERE api_key_id = ? AND state IN ('creating', 'running')").all(apiKeyId) as Array<{
+      resources: string;
+    }>;
+    return rows.map((r) => JSON.parse(r.resources) as ResolvedResources);
+  }
+
+  /** The API key that made the sandbox (one indexed read: every request on a sandbox asks). */
+  ownerOf(id: string): string | undefined {
+    return (this.db.prepare('SELECT api_key_id FROM sandboxes WHERE id = ?').get(id) as { api_key_id: string } | undefined)?.api_key_id;
   }
 
   get(id: string): SandboxRecord | undefined {
@@ -247,6 +257,10 @@ export class Registry {
       // Keys and values are bound parameters compared as plain strings: any text is safe.
       where.push('id IN (SELECT sandbox_id FROM sandbox_metadata WHERE key = ? AND value = ?)');
       args.push(k, v);
+    }
+    if (q.apiKeyId !== undefined) {
+      where.push('api_key_id = ?');
+      args.push(q.apiKeyId);
     }
     if (q.after) {
       where.push('id > ?');
@@ -323,18 +337,6 @@ export class Registry {
 
   countLive(): number {
     return (this.db.prepare("SELECT count(*) AS n FROM sandboxes WHERE state != 'dead'").get() as { n: number }).n;
-  }
-
-  addApiKey(id: string, hash: string, name: string): void {
-    this.db.prepare('INSERT OR IGNORE INTO api_keys (id, hash, name, created_at) VALUES (?, ?, ?, ?)').run(id, hash, name, Date.now());
-  }
-
-  apiKeyByHash(hash: string): { id: string; name: string } | undefined {
-    return this.db.prepare('SELECT id, name FROM api_keys WHERE hash = ?').get(hash) as { id: string; name: string } | undefined;
-  }
-
-  apiKeyCount(): number {
-    return (this.db.prepare('SELECT count(*) AS n FROM api_keys').get() as { n: number }).n;
   }
 }
 

@@ -25,6 +25,7 @@ import {
   type CreateSandboxRequest,
   type SandboxInfo,
   type SandboxList,
+  type ResolvedResources,
   type SandboxState,
   type ForkRequest,
   type ForkResult,
@@ -139,6 +140,21 @@ export class SandboxService {
     return infoOf(this.opts.registry, id);
   }
 
+  /** The resources a create with these would get (the defaults filled in). */
+  resourcesFor(requested: Partial<ResolvedResources> | undefined): ResolvedResources {
+    return { ...this.ctx.defaults, ...(requested ?? {}) };
+  }
+
+  /** A sandbox's resources (what each child of a fork of it gets). */
+  resourcesOf(id: string): ResolvedResources {
+    return this.record(id, 'get').resources;
+  }
+
+  /** The API key that made the sandbox; undefined when there is no such sandbox. */
+  ownerOf(id: string): string | undefined {
+    return this.opts.registry.ownerOf(id);
+  }
+
   /** The policy as the API shows it: credential values are never given back. */
   getNetwork(id: string): NetworkPolicyView {
     return networkView(this.record(id, 'get'));
@@ -192,9 +208,10 @@ export class SandboxService {
     return info;
   }
 
-  list(q: { state?: SandboxState; metadata?: Record<string, string>; limit?: number; cursor?: string }): SandboxList {
+  /** `apiKeyId`: only that key's sandboxes. */
+  list(q: { state?: SandboxState; metadata?: Record<string, string>; limit?: number; cursor?: string; apiKeyId?: string }): SandboxList {
     const limit = q.limit ?? 100;
-    const rows = this.opts.registry.list({ state: q.state, metadata: q.metadata, limit: limit + 1, after: q.cursor });
+    const rows = this.opts.registry.list({ state: q.state, metadata: q.metadata, limit: limit + 1, after: q.cursor, apiKeyId: q.apiKeyId });
     const page = rows.slice(0, limit);
     const last = rows.length > limit ? page.at(-1) : undefined;
     return { sandboxes: page.map(toInfo), ...(last ? { nextCursor: last.id } : {}) };

@@ -50,8 +50,12 @@ export class SnapshotService {
     return toSnapshotInfo(this.record(id));
   }
 
-  list(): SnapshotInfo[] {
-    return this.registry.listSnapshots().map(toSnapshotInfo);
+  /** `apiKeyId`: only the snapshots that key took. */
+  list(apiKeyId?: string): SnapshotInfo[] {
+    return this.registry
+      .listSnapshots()
+      .filter((s) => apiKeyId === undefined || s.apiKeyId === apiKeyId)
+      .map(toSnapshotInfo);
   }
 
   async delete(id: string): Promise<void> {

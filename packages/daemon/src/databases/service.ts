@@ -74,7 +74,7 @@ export class DatabaseService {
     }
     const password = newPassword();
     const started = Date.now();
-    this.deps.store.reserve({ name, database: name, password, retainSeconds: opts.retainSeconds ?? DEFAULT_RETAIN_SECONDS, createdAt: started });
+    this.deps.store.reserve({ name, database: name, password, retainSeconds: opts.retainSeconds ?? DEFAULT_RETAIN_SECONDS, createdAt: started, apiKeyId });
     let sandbox: SandboxInfo | undefined;
     try {
       sandbox = await this.deps.sandboxes.create(
@@ -125,6 +125,8 @@ export class DatabaseService {
           parent: name,
           retainSeconds: parent.retainSeconds,
           createdAt: Date.now(),
+          // A branch is its parent's sandbox forked, so it has the parent's owner.
+          apiKeyId: parent.apiKeyId,
         });
         reserved.push(newName);
       }
@@ -180,6 +182,7 @@ export class DatabaseService {
       restoredTo: to,
       retainSeconds: source.retainSeconds,
       createdAt: Date.now(),
+      apiKeyId,
     });
     const started = Date.now();
     let sandbox: SandboxInfo | undefined;
@@ -210,6 +213,11 @@ export class DatabaseService {
 
   has(name: string): boolean {
     return this.deps.store.get(name) !== undefined;
+  }
+
+  /** The API key that owns NAME; undefined when there is no such database. */
+  ownerOf(name: string): string | undefined {
+    return this.deps.store.get(name)?.apiKeyId;
   }
 
   /**
@@ -270,8 +278,12 @@ export class DatabaseService {
     return this.info(this.record(name));
   }
 
-  list(): DatabaseInfo[] {
-    return this.deps.store.list().map((r) => this.info(r));
+  /** `apiKeyId`: only that key's databases. */
+  list(apiKeyId?: string): DatabaseInfo[] {
+    return this.deps.store
+      .list()
+      .filter((r) => apiKeyId === undefined || r.apiKeyId === apiKeyId)
+      .map((r) => this.info(r));
   }
 
   /** The connection URL, with the password: the one place it leaves the daemon. */

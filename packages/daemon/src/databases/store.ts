@@ -4,7 +4,7 @@
  * and nowhere else on the host; it is read only to build the URL.
  */
 import type Database from 'better-sqlite3';
-import { WarrenError } from '@warren/protocol';
+import { ADMIN_KEY_ID, WarrenError } from '@warren/protocol';
 
 export interface DatabaseRecord {
   name: string;
@@ -22,6 +22,8 @@ export interface DatabaseRecord {
   /** How long its WAL archive keeps history (wal-archive.ts). */
   retainSeconds: number;
   createdAt: number;
+  /** The API key that owns it (and its sandbox): no other key but an admin key sees it. */
+  apiKeyId: string;
 }
 
 interface Row {
@@ -35,6 +37,7 @@ interface Row {
   restored_to: number | null;
   retain_seconds: number;
   created_at: number;
+  api_key_id: string;
 }
 
 const SCHEMA = `
@@ -56,17 +59,22 @@ CREATE INDEX IF NOT EXISTS databases_by_sandbox ON databases (sandbox_id);
 export class DatabaseStore {
   constructor(private readonly db: Database.Database) {
     db.exec(SCHEMA);
+    const columns = (db.prepare('PRAGMA table_info(databases)').all() as Array<{ name: string }>).map((c) => c.name);
+    // Databases from before keys had owners were the admin key's, the only key there was.
+    if (!columns.includes('api_key_id')) db.exec(`ALTER TABLE databases ADD COLUMN api_key_id TEXT NOT NULL DEFAULT '${ADMIN_KEY_ID}'`);
   }
 
   /**
    * Reserves the name before any sandbox exists, so two creates of one name cannot both
    * start one: the primary key decides, and the loser gets a 409.
    */
-  reserve(r: Pick<DatabaseRecord, 'name' | 'database' | 'password' | 'parent' | 'restoredTo' | 'retainSeconds' | 'createdAt'>): void {
+  reserve(r: Pick<DatabaseRecord, 'name' | 'database' | 'password' | 'parent' | 'restoredTo' | 'retainSeconds' | 'createdAt' | 'apiKeyId'>): void {
     try {
       this.db
-        .prepare('INSERT INTO databases (name, database, password, parent, restored_to, retain_seconds, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-        .run(r.name, r.database, r.password, r.parent ?? null, r.restoredTo ?? null, r.retainSeconds, r.createdAt);
+        .prepare(
+          'INSERT INTO databases (name, database, password, parent, restored_to, retain_seconds, created_at, api_key_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+        )
+        .run(r.name, r.database, r.password, r.parent ?? null, r.restoredTo ?? null, r.retainSeconds, r.createdAt, r.apiKeyId);
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY')
         throw new WarrenError('conflict', `a database named ${r.name} already exists; pick another name or remove it first`);
@@ -110,6 +118,7 @@ function fromRow(row: Row): DatabaseRecord {
     password: row.password,
     createdAt: row.created_at,
     retainSeconds: row.retain_seconds,
+    apiKeyId: row.api_key_id,
     ...(row.restored_to !== null ? { restoredTo: row.restored_to } : {}),
     ...(row.sandbox_id !== null ? { sandboxId: row.sandbox_id } : {}),
     ...(row.host_port !== null ? { hostPort: row.host_port } : {}),

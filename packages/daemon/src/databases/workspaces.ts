@@ -155,12 +155,19 @@ export class WorkspaceDatabases {
       await parentFork.catch(() => undefined);
       use = this.deps.uses.get(sandboxId, alias);
     }
-    return this.deps.databases.connect(use?.database ?? alias);
+    const name = use?.database ?? alias;
+    // A db: rule reaches only a database of the sandbox's own key, as if no other existed.
+    if (this.deps.databases.ownerOf(name) !== this.deps.sandboxes.ownerOf(sandboxId))
+      throw new WarrenError('not_found', `no database named ${name} for this sandbox's API key`);
+    return this.deps.databases.connect(name);
   }
 
   /** True when NAME was created here (owned by the caller); false when it existed and is attached. */
   private async ensure(name: string, apiKeyId: string): Promise<boolean> {
-    if (this.deps.databases.has(name)) {
+    const key = this.deps.databases.ownerOf(name);
+    if (key !== undefined) {
+      // Names are one namespace for every key; what another key made stays out of reach.
+      if (key !== apiKeyId) throw new WarrenError('conflict', `the database name ${name} is taken by another API key; pick another name`);
       const owner = this.deps.uses.ownerOf(name);
       if (owner)
         throw new WarrenError(

@@ -2,21 +2,25 @@
 import { Hono } from 'hono';
 import { BranchDatabaseRequest, CreateDatabaseRequest, DatabaseName, RestoreDatabaseRequest, type DatabaseList, type DatabaseUrl } from '@warren/protocol';
 import type { DatabaseService } from '../../databases/service.js';
-import type { AuthVars } from '../auth.js';
+import { requireAccess, type AuthVars, type Owners } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function databaseRoutes(databases: DatabaseService): Hono<AuthVars> {
+export function databaseRoutes(databases: DatabaseService, owners: Owners): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
   // A bad name in the path is a 400 naming the rule, not a 404.
   const name = (raw: string) => parse(DatabaseName, raw);
 
   app.post('/', async (c) => {
     const req = parse(CreateDatabaseRequest, await jsonBody(c));
+    if (req.fromSnapshot) requireAccess(c.get('principal'), owners, 'snapshot', req.fromSnapshot);
     const opts = { ...(req.fromSnapshot ? { fromSnapshot: req.fromSnapshot } : {}), ...(req.retainSeconds ? { retainSeconds: req.retainSeconds } : {}) };
     return c.json(await databases.create(req.name, opts, c.get('apiKeyId')), 201);
   });
 
-  app.get('/', (c) => c.json({ databases: databases.list() } satisfies DatabaseList));
+  app.get('/', (c) => {
+    const p = c.get('principal');
+    return c.json({ databases: databases.list(p.admin ? undefined : p.keyId) } satisfies DatabaseList);
+  });
 
   app.get('/:name', (c) => c.json(databases.get(name(c.req.param('name')))));
 

@@ -8,7 +8,6 @@ import type { MiddlewareHandler } from 'hono';
 import { Hono } from 'hono';
 import { PortUrlRequest, PortForwardRequest, WarrenError, type PortUrl, type PortForwardList } from '@warren/protocol';
 import type { TcpForwards } from '../../network/tcp-forwards.js';
-import type { Registry } from '../../core/registry.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import {
   forwardHttp,
@@ -20,13 +19,13 @@ import {
   PORT_TOKEN_PARAM,
   type PortTokens,
 } from '../../network/ports.js';
-import { apiKeyId, type AuthVars } from '../auth.js';
+import { authorizeSandboxCall, bearerKey, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
 export interface PortDeps {
   sandboxes: SandboxService;
   forwards: TcpForwards;
-  registry: Registry;
+  access: Access;
   tokens: PortTokens;
   /** The port the daemon listens on, for the URLs it signs. */
   daemonPort: () => number;
@@ -39,7 +38,7 @@ export interface PortDeps {
 function authorize(deps: PortDeps, headers: { authorization?: string; cookie?: string }, url: URL, sandboxId: string, port: number): string | undefined {
   const auth = headers.authorization ?? '';
   if (auth.toLowerCase().startsWith('bearer ')) {
-    apiKeyId(deps.registry, auth.slice(7).trim());
+    authorizeSandboxCall(deps.access, bearerKey(headers), sandboxId, 'sandboxes:exec', 'a port URL');
     return undefined;
   }
   const fromUrl = url.searchParams.get(PORT_TOKEN_PARAM) ?? undefined;

@@ -17,15 +17,29 @@ import type { EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { WorkspaceDatabases } from '../../databases/workspaces.js';
 import type { SnapshotService } from '../../core/snapshots.js';
-import type { AuthVars } from '../auth.js';
+import type { QuotaGate } from '../../keys/quotas.js';
+import { requireAccess, requireScope, type AuthVars, type Owners } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotService, egress: EgressLog, databases: WorkspaceDatabases): Hono<AuthVars> {
+export function sandboxRoutes(
+  sandboxes: SandboxService,
+  snapshots: SnapshotService,
+  egress: EgressLog,
+  databases: WorkspaceDatabases,
+  owners: Owners,
+  quotas: QuotaGate,
+): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
 
   app.post('/', async (c) => {
     const req = parse(CreateSandboxRequest, await jsonBody(c));
-    return c.json(await databases.create(req, c.get('apiKeyId')), 201);
+    const p = c.get('principal');
+    // Widening egress beyond the defaults is network:write's; a snapshot must be the caller's own.
+    if (req.network?.allow.length) requireScope(p, 'network:write', 'a create with network.allow');
+    if (req.snapshot) requireAccess(p, owners, 'snapshot', req.snapshot);
+    if (req.databases?.length) requireScope(p, 'databases', 'a create with databases');
+    quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources));
+    return c.json(await databases.create(req, p.keyId), 201);
   });
 
   app.get('/', (c) => {
@@ -38,7 +52,10 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
     for (const [k, v] of Object.entries(c.req.query())) {
       if (k.startsWith('metadata.')) metadata[k.slice('metadata.'.length)] = v;
     }
-    return c.json(sandboxes.list({ state: state as SandboxState | undefined, metadata, limit, cursor: c.req.query('cursor') }));
+    const p = c.get('principal');
+    return c.json(
+      sandboxes.list({ state: state as SandboxState | undefined, metadata, limit, cursor: c.req.query('cursor'), ...(p.admin ? {} : { apiKeyId: p.keyId }) }),
+    );
   });
 
   app.get('/:id', async (c) => c.json(await sandboxes.getWithDisk(c.req.param('id'))));
@@ -73,7 +90,9 @@ export function sandboxRoutes(sandboxes: SandboxService, snapshots: SnapshotServ
 
   app.post('/:id/fork', async (c) => {
     const req = parse(ForkRequest, await jsonBody(c));
-    return c.json(await databases.fork(c.req.param('id'), req), 201);
+    const id = c.req.param('id');
+    quotas.admit(c.get('principal'), 'fork', req.count, sandboxes.resourcesOf(id));
+    return c.json(await databases.fork(id, req), 201);
   });
 
   app.get('/:id/databases', (c) => c.json({ databases: databases.list(c.req.param('id')) } satisfies SandboxDatabaseList));

@@ -5,7 +5,10 @@ import type { AuthVars } from '../auth.js';
 
 export function snapshotRoutes(snapshots: SnapshotService): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
-  app.get('/', (c) => c.json({ snapshots: snapshots.list() }));
+  app.get('/', (c) => {
+    const p = c.get('principal');
+    return c.json({ snapshots: snapshots.list(p.admin ? undefined : p.keyId) });
+  });
   app.get('/:id', (c) => c.json(snapshots.get(c.req.param('id'))));
   app.delete('/:id', async (c) => {
     await snapshots.delete(c.req.param('id'));

@@ -21,7 +21,17 @@ export function usageRoutes(meter: UsageMeter): Hono<AuthVars> {
         details: { since: q.since, until: q.until },
       });
     }
-    return c.json(meter.report({ since, until, apiKeyId: q.apiKey }, now));
+    // A key that is not an admin key sees its own usage only.
+    const p = c.get('principal');
+    if (!p.admin && q.apiKey !== undefined && q.apiKey !== p.keyId)
+      throw new WarrenError(
+        'permission_denied',
+        `API key ${p.keyId} may read its own usage only (apiKey=${p.keyId}); other keys' usage needs the scope admin`,
+        {
+          details: { scope: 'admin' },
+        },
+      );
+    return c.json(meter.report({ since, until, apiKeyId: p.admin ? q.apiKey : p.keyId }, now));
   });
   return app;
 }

@@ -1,0 +1,127 @@
+/** `warren key`: API keys with scopes and an expiry (admin keys only; docs/security.md). */
+import type { Command } from 'commander';
+import { ApiKeys, SCOPES, type ApiKeyInfo, type KeyQuotas, type NewApiKey, type Scope } from '@warren/sdk';
+import { collect, printJson, safe, table } from './output.js';
+import { durationSeconds } from './usage.js';
+
+function infoText(k: ApiKeyInfo): string {
+  const rows: Array<[string, string | undefined]> = [
+    ['id', k.id],
+    ['name', k.name],
+    ['state', k.state],
+    ['scopes', k.scopes.join(' ')],
+    [
+      'quotas',
+      k.quotas
+        ? Object.entries(k.quotas)
+            .map(([q, n]) => `${q}=${n}`)
+            .join(' ')
+        : undefined,
+    ],
+    ['created at', k.createdAt],
+    ['expires at', k.expiresAt],
+    ['rotated at', k.rotatedAt],
+    ['revoked at', k.revokedAt],
+  ];
+  return table(rows.filter((r): r is [string, string] => r[1] !== undefined));
+}
+
+/** The secret on stdout alone (for `$(...)`), what it is on stderr. */
+function printSecret(k: NewApiKey, json: boolean | undefined): void {
+  if (json) {
+    printJson(k);
+    return;
+  }
+  process.stderr.write(`API key ${safe(k.id)} (${safe(k.name)}), scopes ${k.scopes.join(' ')}: the secret is shown this once\n`);
+  process.stdout.write(`${safe(k.key)}\n`);
+}
+
+function scopeList(values: string[]): Scope[] | undefined {
+  if (!values.length) return undefined;
+  const scopes = values
+    .flatMap((v) => v.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
+  const bad = scopes.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (bad.length) throw new Error(`unknown scope ${bad.join(', ')}; the scopes are ${SCOPES.join(', ')}`);
+  return scopes as Scope[];
+}
+
+const QUOTA_NAMES = ['sandboxes', 'vcpus', 'memoryMB', 'createsPerMinute', 'forksPerMinute'] as const;
+
+function quotaList(values: string[]): KeyQuotas | undefined {
+  if (!values.length) return undefined;
+  const quotas: Record<string, number> = {};
+  for (const pair of values.flatMap((v) => v.split(','))) {
+    const [name, value] = pair.split('=');
+    if (!name || !(QUOTA_NAMES as readonly string[]).includes(name.trim()) || value === undefined || !Number.isFinite(Number(value)))
+      throw new Error(`--quota takes LIMIT=NUMBER with LIMIT one of ${QUOTA_NAMES.join(', ')} (got '${pair}')`);
+    quotas[name.trim()] = Number(value);
+  }
+  return quotas as KeyQuotas;
+}
+
+export function registerKeyCommands(program: Command): void {
+  const key = program.command('key').description('API keys for other callers: scopes, expiry, rotation (needs the admin key)');
+
+  key
+    .command('create')
+    .description('create an API key and print its secret (shown this once; stored hashed)')
+    .requiredOption('--name <name>', 'what the key is for (letters, digits, spaces, . _ - @)')
+    .option('--scope <scope>', `what it may do, repeatable or comma-separated: ${SCOPES.join(', ')} (default: all but admin)`, collect, [])
+    .option('--expires <duration>', 'stop working after this long: 30m, 12h, 30d (default: never)')
+    .option('--quota <limit=n>', `a limit, repeatable: ${QUOTA_NAMES.join(', ')} (default: none)`, collect, [])
+    .option('--json', 'print JSON (with the secret)')
+    .action(async (opts: { name: string; scope: string[]; expires?: string; quota: string[]; json?: boolean }) => {
+      const scopes = scopeList(opts.scope);
+      const quotas = quotaList(opts.quota);
+      const made = await ApiKeys.create({
+        name: opts.name,
+        ...(scopes ? { scopes } : {}),
+        ...(quotas ? { quotas } : {}),
+        ...(opts.expires ? { expiresInSeconds: durationSeconds(opts.expires, '--expires') } : {}),
+      });
+      printSecret(made, opts.json);
+    });
+
+  key
+    .command('ls')
+    .description('list API keys (never their secrets)')
+    .option('--json', 'print JSON')
+    .action(async (opts: { json?: boolean }) => {
+      const list = await ApiKeys.list();
+      if (opts.json) {
+        printJson(list);
+        return;
+      }
+      process.stdout.write(
+        table([['ID', 'NAME', 'STATE', 'SCOPES', 'EXPIRES'], ...list.map((k) => [k.id, k.name, k.state, k.scopes.join(','), k.expiresAt ?? 'never'])]),
+      );
+    });
+
+  key
+    .command('info')
+    .description("one API key's scopes, state and times")
+    .argument('<id>')
+    .option('--json', 'print JSON')
+    .action(async (id: string, opts: { json?: boolean }) => {
+      const k = await ApiKeys.get(id);
+      if (opts.json) printJson(k);
+      else process.stdout.write(infoText(k));
+    });
+
+  key
+    .command('rotate')
+    .description('give an API key a new secret and print it; the old secret stops working at once')
+    .argument('<id>')
+    .option('--json', 'print JSON (with the secret)')
+    .action(async (id: string, opts: { json?: boolean }) => printSecret(await ApiKeys.rotate(id), opts.json));
+
+  key
+    .command('revoke')
+    .description('make API keys stop working (what they made keeps running; the admin key can end it)')
+    .argument('<ids...>')
+    .action(async (ids: string[]) => {
+      for (const id of ids) process.stdout.write(`${safe((await ApiKeys.revoke(id)).id)}\n`);
+    });
+}

@@ -1,0 +1,40 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { WarrenError } from '@warren/protocol';
+import { QuotaGate, type SandboxSize } from './quotas.js';
+import type { Principal } from './service.js';
+
+const small: SandboxSize = { cpus: 1, memoryMB: 512 };
+const refusedFor = (limit: string) => (e: Error) => e instanceof WarrenError && e.code === 'resource_exhausted' && e.details?.limit === limit;
+
+test('quotas: held sandboxes, vCPUs and memory; a key without quotas is not limited', () => {
+  const held: SandboxSize[] = [small, small];
+  const gate = new QuotaGate(() => held);
+  const p: Principal = { keyId: 'key-a', scopes: new Set(), admin: false, quotas: { sandboxes: 3, vcpus: 3.5, memoryMB: 2048 } };
+  gate.admit(p, 'create', 1, small);
+  assert.throws(() => gate.admit(p, 'fork', 2, small), refusedFor('sandboxes'));
+  assert.throws(() => gate.admit(p, 'create', 1, { cpus: 2, memoryMB: 64 }), refusedFor('vcpus'));
+  assert.throws(() => gate.admit(p, 'create', 1, { cpus: 1, memoryMB: 1536 }), refusedFor('memoryMB'));
+  gate.admit({ ...p, quotas: undefined }, 'fork', 50, small);
+});
+
+test('quotas per minute: refused with the seconds until the oldest start leaves the window', () => {
+  let now = 0;
+  const gate = new QuotaGate(
+    () => [],
+    () => now,
+  );
+  const p: Principal = { keyId: 'key-a', scopes: new Set(), admin: false, quotas: { createsPerMinute: 2, forksPerMinute: 3 } };
+  gate.admit(p, 'create', 1, small);
+  now = 10_000;
+  gate.admit(p, 'create', 1, small);
+  now = 20_000;
+  assert.throws(
+    () => gate.admit(p, 'create', 1, small),
+    (e: Error) => refusedFor('createsPerMinute')(e) && (e as WarrenError).details?.retryAfterSeconds === 40,
+  );
+  gate.admit(p, 'fork', 3, small);
+  assert.throws(() => gate.admit(p, 'fork', 1, small), refusedFor('forksPerMinute'));
+  now = 60_001;
+  gate.admit(p, 'create', 1, small);
+});

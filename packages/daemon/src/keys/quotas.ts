@@ -1,0 +1,72 @@
+/**
+ * Quotas per API key (docs/security.md): how many sandboxes a key may hold running, with how
+ * many vCPUs and how much memory, and how many it may start per minute. Checked before a
+ * create or fork does anything, so a refusal leaves nothing behind.
+ */
+import { WarrenError, type KeyQuotas } from '@warren/protocol';
+import type { Principal } from './service.js';
+
+const WINDOW_MS = 60_000;
+
+export interface SandboxSize {
+  cpus: number;
+  memoryMB: number;
+}
+
+/** What a key holds now: its sandboxes being created or running. */
+export type HeldBy = (keyId: string) => SandboxSize[];
+
+export class QuotaGate {
+  /** Start times within the last minute, per key and kind. */
+  private readonly starts = new Map<string, number[]>();
+
+  constructor(
+    private readonly heldBy: HeldBy,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  /** 429 naming the limit unless `count` more sandboxes of `size` fit the key's quotas; records them as started. */
+  admit(p: Principal, kind: 'create' | 'fork', count: number, size: SandboxSize): void {
+    const q = p.quotas;
+    if (!q) return;
+    const held = this.heldBy(p.keyId);
+    const fits = (limit: keyof KeyQuotas, used: number, adding: number, unit: string) => {
+      const max = q[limit];
+      if (max !== undefined && used + adding > max)
+        throw new WarrenError(
+          'resource_exhausted',
+          `API key ${p.keyId} is at its quota ${limit} = ${max}${unit}: it holds ${round(used)}${unit} and this ${kind} adds ${round(adding)}${unit}; end or hibernate sandboxes first`,
+          { details: { limit, max, used: round(used) } },
+        );
+    };
+    fits('sandboxes', held.length, count, '');
+    fits('vcpus', sum(held, 'cpus'), count * size.cpus, ' vCPUs');
+    fits('memoryMB', sum(held, 'memoryMB'), count * size.memoryMB, ' MB');
+    const limit = kind === 'create' ? 'createsPerMinute' : 'forksPerMinute';
+    const max = q[limit];
+    if (max === undefined) return;
+    const now = this.now();
+    const key = `${p.keyId}\n${kind}`;
+    const recent = (this.starts.get(key) ?? []).filter((t) => t > now - WINDOW_MS);
+    if (recent.length + count > max) {
+      // The oldest start that has to leave the window before `count` more fit.
+      const oldest = recent[recent.length + count - max - 1] ?? now;
+      const retryAfterSeconds = Math.max(1, Math.ceil((oldest + WINDOW_MS - now) / 1000));
+      throw new WarrenError(
+        'resource_exhausted',
+        `API key ${p.keyId} is at its quota ${limit} = ${max}: ${recent.length} in the last 60 s; retry in ${retryAfterSeconds} s`,
+        { details: { limit, max, retryAfterSeconds } },
+      );
+    }
+    for (let i = 0; i < count; i++) recent.push(now);
+    this.starts.set(key, recent);
+  }
+}
+
+function sum(list: SandboxSize[], field: keyof SandboxSize): number {
+  return list.reduce((total, s) => total + s[field], 0);
+}
+
+function round(n: number): number {
+  return Math.round(n * 100) / 100;
+}

@@ -1,0 +1,140 @@
+/**
+ * API keys: made, listed, rotated and revoked by an admin; turned into a Principal on every
+ * request. The secret is shown once and stored as its SHA-256 (keys are 192 random bits, so
+ * a slow hash buys nothing); a lookup is by that hash.
+ */
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import type { Logger } from 'pino';
+import {
+  ADMIN_KEY_ID,
+  DEFAULT_SCOPES,
+  WarrenError,
+  type ApiKeyInfo,
+  type CreateKeyRequest,
+  type KeyQuotas,
+  type NewApiKey,
+  type Scope,
+} from '@warren/protocol';
+import { newId, sha256 } from '../core/ids.js';
+import type { KeyRecord, KeyStore } from './store.js';
+
+/** Who a request is: its key's id and what that key may do. */
+export interface Principal {
+  keyId: string;
+  scopes: ReadonlySet<Scope>;
+  /** An admin key sees and acts on every key's sandboxes. */
+  admin: boolean;
+  quotas?: KeyQuotas;
+}
+
+export class KeyService {
+  private readonly log: Logger;
+
+  constructor(
+    private readonly store: KeyStore,
+    log: Logger,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.log = log.child({ component: 'keys' });
+  }
+
+  /** The admin key, made and written to a root-only file on first start; the file is the truth after that. */
+  ensureAdminKey(keyFile: string): { key: string; created: boolean } {
+    const created = !existsSync(keyFile);
+    const key = created ? newSecret() : readFileSync(keyFile, 'utf8').trim();
+    if (created) writeFileSync(keyFile, `${key}\n`, { mode: 0o600 });
+    const existing = this.store.get(ADMIN_KEY_ID);
+    const hash = sha256(key);
+    if (!existing || existing.hash !== hash)
+      this.store.put({ id: ADMIN_KEY_ID, hash, name: 'admin', scopes: ['admin'], createdAt: existing?.createdAt ?? this.now() }, { replace: true });
+    return { key, created };
+  }
+
+  create(req: CreateKeyRequest): NewApiKey {
+    const key = newSecret();
+    const now = this.now();
+    const record: KeyRecord = {
+      id: newId('key'),
+      hash: sha256(key),
+      name: req.name,
+      scopes: [...new Set(req.scopes ?? DEFAULT_SCOPES)],
+      ...(req.quotas && Object.keys(req.quotas).length ? { quotas: req.quotas } : {}),
+      createdAt: now,
+      ...(req.expiresInSeconds ? { expiresAt: now + req.expiresInSeconds * 1000 } : {}),
+    };
+    this.store.put(record);
+    this.log.info({ key: record.id, name: record.name, scopes: record.scopes, quotas: record.quotas, expiresAt: record.expiresAt }, 'API key created');
+    return { ...this.view(record), key };
+  }
+
+  list(): ApiKeyInfo[] {
+    return this.store.list().map((r) => this.view(r));
+  }
+
+  get(id: string): ApiKeyInfo {
+    return this.view(this.record(id));
+  }
+
+  /** A new secret for the key; the old one stops working at once. */
+  rotate(id: string): NewApiKey {
+    const r = this.record(id);
+    if (id === ADMIN_KEY_ID)
+      throw new WarrenError('failed_precondition', 'the admin key is the admin key file: replace the file and restart the daemon to change it');
+    if (r.revokedAt !== undefined) throw new WarrenError('failed_precondition', `API key ${id} is revoked; create a new one`);
+    const key = newSecret();
+    const at = this.now();
+    this.store.setHash(id, sha256(key), at);
+    this.log.info({ key: id }, 'API key rotated');
+    return { ...this.view({ ...r, rotatedAt: at }), key };
+  }
+
+  /** The key stops working; what it made stays (an admin can still see and end it). */
+  revoke(id: string): ApiKeyInfo {
+    this.record(id);
+    if (id === ADMIN_KEY_ID) throw new WarrenError('failed_precondition', 'the admin key cannot be revoked');
+    this.store.revoke(id, this.now());
+    this.log.info({ key: id }, 'API key revoked');
+    return this.get(id);
+  }
+
+  /** The principal of a secret, or 401 saying why not (never which secrets exist). */
+  authenticate(secret: string): Principal {
+    const r = this.store.byHash(sha256(secret));
+    if (!r) throw new WarrenError('unauthenticated', 'invalid API key');
+    if (r.revokedAt !== undefined) throw new WarrenError('unauthenticated', `API key ${r.id} was revoked at ${new Date(r.revokedAt).toISOString()}`);
+    if (r.expiresAt !== undefined && r.expiresAt <= this.now())
+      throw new WarrenError('unauthenticated', `API key ${r.id} expired at ${new Date(r.expiresAt).toISOString()}`);
+    const admin = r.scopes.includes('admin');
+    return { keyId: r.id, scopes: new Set(r.scopes), admin, ...(r.quotas ? { quotas: r.quotas } : {}) };
+  }
+
+  private record(id: string): KeyRecord {
+    const r = this.store.get(id);
+    if (!r) throw new WarrenError('not_found', `no API key with id ${id}`);
+    return r;
+  }
+
+  private view(r: KeyRecord): ApiKeyInfo {
+    const state = r.revokedAt !== undefined ? 'revoked' : r.expiresAt !== undefined && r.expiresAt <= this.now() ? 'expired' : 'active';
+    return {
+      id: r.id,
+      name: r.name,
+      scopes: r.scopes,
+      ...(r.quotas ? { quotas: r.quotas } : {}),
+      createdAt: iso(r.createdAt),
+      ...(r.expiresAt !== undefined ? { expiresAt: iso(r.expiresAt) } : {}),
+      ...(r.revokedAt !== undefined ? { revokedAt: iso(r.revokedAt) } : {}),
+      ...(r.rotatedAt !== undefined ? { rotatedAt: iso(r.rotatedAt) } : {}),
+      state,
+    };
+  }
+}
+
+function newSecret(): string {
+  return `wk_${randomBytes(24).toString('base64url')}`;
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}

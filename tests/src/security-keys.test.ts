@@ -1,0 +1,252 @@
+/**
+ * Security battery, API keys (docs/security.md, "API keys and scopes"): a key that is not an
+ * admin key reaches only what it made, and another key's sandbox, snapshot or database
+ * answers exactly like one that does not exist (404), on every route, the terminal WebSocket
+ * and the port URLs included; a missing scope is a 403 naming it; revoked and rotated-away
+ * secrets are refused; keys and ownership survive a daemon restart. Real daemon, real sandboxes.
+ */
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import {
+  ApiKeys,
+  AuthenticationError,
+  ConflictError,
+  Database,
+  NotFoundError,
+  PermissionDeniedError,
+  Sandbox,
+  Snapshots,
+  type NewApiKey,
+  type Scope,
+} from '@warren/sdk';
+import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+
+const T = { timeout: 300_000 };
+let d: DaemonHandle | undefined;
+
+before(async () => {
+  d = await startDaemon();
+});
+after(() => stopAndCheckClean(d));
+
+const conn = (k: NewApiKey) => ({ url: d!.url, apiKey: k.key });
+const key = (name: string, scopes?: Scope[]) => ApiKeys.create({ name, ...(scopes ? { scopes } : {}) }, d!.conn);
+
+/** A raw call as `k`: status and body, so every route is tried the same way. */
+async function call(k: NewApiKey, method: string, path: string, body?: unknown): Promise<{ status: number; text: string }> {
+  const res = await fetch(`${d!.url}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${k.key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+/** The status of a WebSocket upgrade to a terminal of the sandbox, as `k`. */
+function terminalUpgrade(k: NewApiKey, sandboxId: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${d!.url}/v1/sandboxes/${sandboxId}/pty?cols=80&rows=24`, {
+      headers: {
+        authorization: `Bearer ${k.key}`,
+        connection: 'Upgrade',
+        upgrade: 'websocket',
+        'sec-websocket-version': '13',
+        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+      },
+    });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve(101);
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test("another key's sandbox, snapshot and database are a 404 on every route; its owner and the admin key reach them", T, async () => {
+  const alice = await key('alice');
+  const bob = await key('bob');
+  const sbx = await Sandbox.create({ ...conn(alice), template: 'base' });
+  const snap = await sbx.snapshot();
+  const db = await Database.create('alices', conn(alice));
+  try {
+    const id = sbx.id;
+    const routes: Array<[string, string, unknown?]> = [
+      ['GET', `/v1/sandboxes/${id}`],
+      ['GET', `/v1/sandboxes/${id}/network`],
+      ['PUT', `/v1/sandboxes/${id}/network`, { allow: ['127.0.0.1:1'] }],
+      ['GET', `/v1/sandboxes/${id}/egress`],
+      ['POST', `/v1/sandboxes/${id}/exec`, { cmd: ['true'] }],
+      ['GET', `/v1/sandboxes/${id}/processes`],
+      ['GET', `/v1/sandboxes/${id}/files?path=/etc/hostname`],
+      ['PUT', `/v1/sandboxes/${id}/files?path=/tmp/x`, 'x'],
+      ['GET', `/v1/sandboxes/${id}/files/list?path=/`],
+      ['GET', `/v1/sandboxes/${id}/files/dir?path=/etc`],
+      ['GET', `/v1/sandboxes/${id}/files/watch?path=/tmp`],
+      ['POST', `/v1/sandboxes/${id}/fork`, {}],
+      ['POST', `/v1/sandboxes/${id}/snapshots`, {}],
+      ['POST', `/v1/sandboxes/${id}/hibernate`],
+      ['POST', `/v1/sandboxes/${id}/resume`],
+      ['POST', `/v1/sandboxes/${id}/ttl`, { ttlSeconds: 60 }],
+      ['POST', `/v1/sandboxes/${id}/ports/8080/url`, {}],
+      ['POST', `/v1/sandboxes/${id}/ports/8080/forward`, {}],
+      ['GET', `/v1/sandboxes/${id}/terminals`],
+      ['POST', `/v1/sandboxes/${id}/tools/bash`, { input: { command: 'true' } }],
+      ['GET', `/v1/sandboxes/${id}/databases`],
+      ['POST', `/v1/sandboxes/${id}/databases`, { name: 'bobs' }],
+      ['DELETE', `/v1/sandboxes/${id}`],
+      ['GET', `/v1/snapshots/${snap.id}`],
+      ['DELETE', `/v1/snapshots/${snap.id}`],
+      ['GET', '/v1/databases/alices'],
+      ['GET', '/v1/databases/alices/url'],
+      ['POST', '/v1/databases/alices/branches', { name: 'stolen' }],
+      ['POST', '/v1/databases/alices/restore', { name: 'stolen', to: Date.now() }],
+      ['DELETE', '/v1/databases/alices'],
+    ];
+    for (const [method, path, body] of routes) {
+      const r = await call(bob, method, path, body);
+      assert.equal(r.status, 404, `${method} ${path} as another key: ${r.status} ${r.text}`);
+      assert.doesNotMatch(r.text, /no route for/, `${method} ${path} is not a route`);
+      assert.doesNotMatch(r.text, /belongs|owner|another key/i, `${method} ${path} tells the resource exists: ${r.text}`);
+    }
+    // The same words as for a sandbox that does not exist.
+    assert.equal(
+      (await call(bob, 'GET', `/v1/sandboxes/${id}`)).text,
+      (await call(bob, 'GET', '/v1/sandboxes/sb-doesnotexist')).text.replace('sb-doesnotexist', id),
+    );
+    assert.equal(await terminalUpgrade(bob, id), 404, 'terminal WebSocket as another key');
+    // A create from another key's snapshot, and a database of another key's by name.
+    await assert.rejects(Sandbox.create({ ...conn(bob), snapshot: snap.id }), NotFoundError);
+    await assert.rejects(Database.create('x', { fromSnapshot: snap.id, ...conn(bob) }), NotFoundError);
+    await assert.rejects(Sandbox.create({ ...conn(bob), databases: ['alices'] }), ConflictError);
+    // Lists hold only the key's own.
+    assert.deepEqual(await Sandbox.list(conn(bob)), []);
+    assert.deepEqual(await Snapshots.list(conn(bob)), []);
+    assert.deepEqual(await Database.list(conn(bob)), []);
+    assert.deepEqual(
+      (await Sandbox.list(conn(alice))).map((s) => s.id).filter((s) => s === id),
+      [id],
+    );
+    // Usage: one's own only.
+    assert.equal((await call(bob, 'GET', `/v1/usage?apiKey=${alice.id}`)).status, 403);
+    // Nothing was touched: the owner still uses all of it, and the admin key sees it.
+    assert.equal((await sbx.exec('echo still mine')).stdout, 'still mine\n');
+    assert.equal((await Snapshots.get(snap.id, conn(alice))).id, snap.id);
+    assert.equal((await Database.get('alices', conn(alice))).name, 'alices');
+    assert.ok(
+      (await Sandbox.list(d!.conn)).some((s) => s.id === id),
+      "the admin key lists every key's sandboxes",
+    );
+    assert.equal(await terminalUpgrade(alice, id), 101, 'the owner opens a terminal');
+  } finally {
+    await db.delete();
+    await Snapshots.delete(snap.id, conn(alice));
+    await sbx.kill();
+  }
+});
+
+test('scopes: each missing one is a 403 naming it; network:write guards widening egress; only admin keys manage keys', T, async () => {
+  const reader = await key('reader', ['sandboxes:read']);
+  const worker = await key('worker', ['sandboxes:create', 'sandboxes:read', 'sandboxes:exec', 'sandboxes:manage']);
+  const refused = async (k: NewApiKey, method: string, path: string, scope: string, body?: unknown) => {
+    const r = await call(k, method, path, body);
+    assert.equal(r.status, 403, `${method} ${path}: ${r.text}`);
+    assert.match(r.text, new RegExp(`lacks the scope ${scope}`), `${method} ${path}`);
+  };
+  await refused(reader, 'POST', '/v1/sandboxes', 'sandboxes:create', {});
+  const sbx = await Sandbox.create({ ...conn(worker) });
+  try {
+    assert.equal((await sbx.exec('echo ok')).stdout, 'ok\n');
+    await refused(worker, 'PUT', `/v1/sandboxes/${sbx.id}/network`, 'network:write', { allow: ['127.0.0.1:1'] });
+    await refused(worker, 'POST', '/v1/sandboxes', 'network:write', { network: { allow: ['127.0.0.1:1'] } });
+    await refused(worker, 'GET', `/v1/sandboxes/${sbx.id}/files?path=/etc/hostname`, 'sandboxes:files');
+    await refused(worker, 'POST', `/v1/sandboxes/${sbx.id}/fork`, 'sandboxes:fork', {});
+    await refused(worker, 'POST', '/v1/templates/build', 'templates:build', {});
+    await refused(worker, 'GET', '/v1/databases', 'databases');
+    await refused(worker, 'GET', '/v1/keys', 'admin');
+    await refused(worker, 'POST', '/v1/keys', 'admin', { name: 'escalate', scopes: ['admin'] });
+    await refused(worker, 'GET', '/v1/logs', 'admin');
+    await refused(worker, 'GET', '/metrics', 'admin');
+    // An explicit empty policy narrows, so it needs no scope.
+    const closed = await Sandbox.create({ ...conn(worker), network: { allow: [] } });
+    await closed.kill();
+    // Reading templates and health needs a valid key and nothing more.
+    assert.equal((await call(reader, 'GET', '/v1/templates')).status, 200);
+    assert.equal((await call(reader, 'GET', '/v1/health')).status, 200);
+    await refused(reader, 'POST', `/v1/sandboxes/${sbx.id}/exec`, 'sandboxes:exec', { cmd: ['true'] });
+  } finally {
+    await sbx.kill();
+  }
+});
+
+test('revoked and rotated-away secrets are refused; keys and ownership outlive a daemon restart', T, async () => {
+  const carol = await key('carol');
+  const dave = await key('dave');
+  const sbx = await Sandbox.create({ ...conn(carol) });
+  const rotated = await ApiKeys.rotate(carol.id, d!.conn);
+  await assert.rejects(Sandbox.list(conn(carol)), AuthenticationError);
+  const carolNow = { ...carol, key: rotated.key };
+  assert.ok(
+    (await Sandbox.list(conn(carolNow))).some((s) => s.id === sbx.id),
+    'the new secret reaches the same sandboxes',
+  );
+  await ApiKeys.revoke(dave.id, d!.conn);
+  await assert.rejects(Sandbox.list(conn(dave)), (e: Error) => e instanceof AuthenticationError && /was revoked/.test(e.message));
+  assert.equal((await ApiKeys.get(dave.id, d!.conn)).state, 'revoked');
+  await assert.rejects(ApiKeys.revoke('admin', d!.conn), /cannot be revoked/);
+  await assert.rejects(ApiKeys.create({ name: 'x', scopes: ['root' as Scope] }, d!.conn), /a scope is one of/);
+  const listed = JSON.stringify(await ApiKeys.list(d!.conn));
+  assert.equal(listed.includes(rotated.key) || listed.includes(carol.key), false, 'no secret in a listing');
+  assert.equal(d!.log().includes(rotated.key), false, 'no secret in the daemon log');
+
+  await d!.stop();
+  d = await startDaemon({ home: d!.home });
+  try {
+    assert.ok(
+      (await Sandbox.list(conn(carolNow))).some((s) => s.id === sbx.id),
+      'after a restart the key still reaches its sandbox',
+    );
+    await assert.rejects(Sandbox.list(conn(dave)), AuthenticationError);
+    const eve = await key('eve');
+    await assert.rejects(Sandbox.connect(sbx.id, conn(eve)), NotFoundError);
+    await assert.rejects(ApiKeys.list(conn(eve)), PermissionDeniedError);
+  } finally {
+    await (await Sandbox.connect(sbx.id, conn(carolNow))).kill();
+  }
+});
+
+test('quotas: past a limit a create or fork is a 429 naming it (Retry-After for a rate), and nothing is made; room comes back', T, async () => {
+  const frank = await ApiKeys.create({ name: 'frank', quotas: { sandboxes: 2, createsPerMinute: 3 } }, d!.conn);
+  assert.deepEqual((await ApiKeys.get(frank.id, d!.conn)).quotas, { sandboxes: 2, createsPerMinute: 3 });
+  const first = await Sandbox.create({ ...conn(frank) });
+  const second = await Sandbox.create({ ...conn(frank) });
+  try {
+    const held = await call(frank, 'POST', '/v1/sandboxes', {});
+    assert.equal(held.status, 429, held.text);
+    assert.match(held.text, /quota sandboxes = 2/);
+    const fork = await call(frank, 'POST', `/v1/sandboxes/${first.id}/fork`, {});
+    assert.equal(fork.status, 429, fork.text);
+    assert.equal((await Sandbox.list(conn(frank))).length, 2, 'a refused create or fork makes nothing');
+    await second.kill();
+    // Room again for one, but that is the third create of the minute, and a fourth is over the rate.
+    const third = await Sandbox.create({ ...conn(frank) });
+    await third.kill();
+    const res = await fetch(`${d!.url}/v1/sandboxes`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${frank.key}`, 'content-type': 'application/json' },
+      body: '{}',
+    });
+    assert.equal(res.status, 429);
+    assert.match(await res.text(), /quota createsPerMinute = 3/);
+    const retry = Number(res.headers.get('retry-after'));
+    assert.ok(retry >= 1 && retry <= 60, `Retry-After ${res.headers.get('retry-after')}`);
+  } finally {
+    await first.kill();
+    await second.kill().catch(() => undefined);
+  }
+});
