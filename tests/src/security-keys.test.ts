@@ -10,6 +10,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import {
   ApiKeys,
+  getAuditTrail,
   AuthenticationError,
   ConflictError,
   Database,
@@ -249,4 +250,36 @@ test('quotas: past a limit a create or fork is a 429 naming it (Retry-After for 
     await first.kill();
     await second.kill().catch(() => undefined);
   }
+});
+
+test('the audit trail: every call that changed something, refused ones too, with key, sandbox and status; reads are not in it; admin only', T, async () => {
+  const grace = await key('grace', ['sandboxes:create', 'sandboxes:read', 'sandboxes:exec', 'sandboxes:manage']);
+  const since = new Date();
+  const sbx = await Sandbox.create({ ...conn(grace) });
+  await sbx.exec('true');
+  await sbx.refresh();
+  assert.equal((await call(grace, 'POST', `/v1/sandboxes/${sbx.id}/fork`, {})).status, 403);
+  const bad = await fetch(`${d!.url}/v1/sandboxes`, { method: 'POST', headers: { authorization: 'Bearer wk_not-a-key' }, body: '{}' });
+  assert.equal(bad.status, 401);
+  await sbx.kill();
+  const mine = await getAuditTrail({ key: grace.id }, d!.conn);
+  const seen = mine.map((e) => `${e.method} ${e.path} ${e.status} ${e.sandboxId ?? '-'}`);
+  assert.deepEqual(seen, [
+    `POST /v1/sandboxes 201 ${sbx.id}`,
+    `POST /v1/sandboxes/${sbx.id}/exec 200 ${sbx.id}`,
+    `POST /v1/sandboxes/${sbx.id}/fork 403 ${sbx.id}`,
+    `DELETE /v1/sandboxes/${sbx.id} 204 ${sbx.id}`,
+  ]);
+  assert.ok(mine.every((e) => e.requestId && Date.parse(e.time) >= since.getTime() - 1000));
+  const all = await getAuditTrail({ since }, d!.conn);
+  assert.ok(
+    all.some((e) => e.keyId === undefined && e.status === 401 && e.path === '/v1/sandboxes'),
+    'a call without a valid key is in the trail too',
+  );
+  assert.equal(JSON.stringify(all).includes('wk_'), false, 'no secret in the trail');
+  assert.deepEqual(
+    (await getAuditTrail({ sandbox: sbx.id }, d!.conn)).map((e) => e.keyId),
+    [grace.id, grace.id, grace.id, grace.id],
+  );
+  await assert.rejects(getAuditTrail({}, conn(grace)), PermissionDeniedError);
 });

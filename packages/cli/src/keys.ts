@@ -1,8 +1,8 @@
 /** `warren key`: API keys with scopes and an expiry (admin keys only; docs/security.md). */
 import type { Command } from 'commander';
-import { ApiKeys, SCOPES, type ApiKeyInfo, type KeyQuotas, type NewApiKey, type Scope } from '@warren/sdk';
-import { collect, printJson, safe, table } from './output.js';
-import { durationSeconds } from './usage.js';
+import { ApiKeys, getAuditTrail, SCOPES, type ApiKeyInfo, type KeyQuotas, type NewApiKey, type Scope } from '@warren/sdk';
+import { collect, positiveInt, printJson, safe, table } from './output.js';
+import { durationSeconds, parseWhen } from './usage.js';
 
 function infoText(k: ApiKeyInfo): string {
   const rows: Array<[string, string | undefined]> = [
@@ -123,5 +123,36 @@ export function registerKeyCommands(program: Command): void {
     .argument('<ids...>')
     .action(async (ids: string[]) => {
       for (const id of ids) process.stdout.write(`${safe((await ApiKeys.revoke(id)).id)}\n`);
+    });
+
+  program
+    .command('audit')
+    .description('the API audit trail (admin key): every call that changed something, who made it, on what, and its status')
+    .option('--key <id>', 'only calls made with this API key')
+    .option('--sandbox <id>', 'only calls on this sandbox')
+    .option('--since <when>', 'from this time: ISO 8601, or a duration back from now (30m, 2h, 7d)')
+    .option('--limit <n>', 'at most this many entries, oldest first (default 1000)', positiveInt('--limit'))
+    .option('--json', 'print JSON')
+    .action(async (opts: { key?: string; sandbox?: string; since?: string; limit?: number; json?: boolean }) => {
+      const entries = await getAuditTrail({
+        ...(opts.key ? { key: opts.key } : {}),
+        ...(opts.sandbox ? { sandbox: opts.sandbox } : {}),
+        ...(opts.since ? { since: parseWhen('--since')(opts.since) } : {}),
+        ...(opts.limit ? { limit: opts.limit } : {}),
+      });
+      if (opts.json) {
+        printJson(entries);
+        return;
+      }
+      if (!entries.length) {
+        process.stdout.write('no audited calls\n');
+        return;
+      }
+      process.stdout.write(
+        table([
+          ['TIME', 'KEY', 'STATUS', 'METHOD', 'PATH', 'REQUEST'],
+          ...entries.map((e) => [e.time.replace('T', ' ').slice(0, 23), e.keyId ?? '-', String(e.status), e.method, e.path, e.requestId]),
+        ]),
+      );
     });
 }

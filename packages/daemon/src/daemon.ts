@@ -11,6 +11,7 @@ import { buildApp } from './api/app.js';
 import { KeyService } from './keys/service.js';
 import { KeyStore } from './keys/store.js';
 import { QuotaGate } from './keys/quotas.js';
+import { ApiAudit } from './keys/audit.js';
 import type { Access } from './api/auth.js';
 import { resolveConfig, layout, type DaemonConfig } from './config.js';
 import { ExecService } from './core/exec.js';
@@ -235,9 +236,18 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
   };
   const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
+  const audit = new ApiAudit(registry.database);
+  const pruneAudit = () => {
+    const removed = audit.prune(Date.now() - config.auditRetentionDays * 86_400_000);
+    if (removed) log.info({ removed, retentionDays: config.auditRetentionDays }, 'API audit trail pruned');
+  };
+  pruneAudit();
+  const auditPruner = setInterval(pruneAudit, 3_600_000);
+  auditPruner.unref();
   const app = buildApp({
     registry,
     access,
+    audit,
     sandboxes,
     exec,
     files,
@@ -293,6 +303,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     log,
     async close() {
       reaper.stop();
+      clearInterval(auditPruner);
       await pool.stop();
       await baker.stop();
       await driver.close();

@@ -101,3 +101,37 @@ export interface NewApiKey extends ApiKeyInfo {
 export interface ApiKeyList {
   keys: ApiKeyInfo[];
 }
+
+/** One mutating API call in the audit trail (GET /v1/audit). */
+export interface ApiAuditEntry {
+  id: number;
+  time: string;
+  /** The key that made it; absent when it carried no valid key (a 401). */
+  keyId?: string;
+  method: string;
+  path: string;
+  /** The sandbox the path names, if it names one. */
+  sandboxId?: string;
+  status: number;
+  requestId: string;
+}
+
+export interface ApiAuditList {
+  entries: ApiAuditEntry[];
+}
+
+/** Query of GET /v1/audit: oldest first, after an id to page or follow. */
+export const ApiAuditQuery = z
+  .object({
+    key: z.string().min(1).max(64).optional(),
+    sandbox: z.string().min(1).max(64).optional(),
+    /** An ISO 8601 time, or epoch milliseconds. */
+    since: z
+      .string()
+      .refine((s) => !Number.isNaN(/^\d+$/.test(s) ? Number(s) : Date.parse(s)), 'since is an ISO 8601 time or epoch milliseconds')
+      .optional(),
+    after: z.coerce.number().int().min(0).optional(),
+    limit: z.coerce.number().int().min(1).max(10_000).optional(),
+  })
+  .strict();
+export type ApiAuditQuery = z.input<typeof ApiAuditQuery>;

@@ -37,6 +37,6 @@ export type { DirProgress } from './dirs.js';
 export { extractDir, packDir } from './dirs.js';
 export { Database, type DatabaseCreateOptions } from './databases.js';
 export type { DatabaseInfo, DatabaseUrl } from '@warren/protocol';
-export { ApiKeys } from './keys.js';
-export type { ApiKeyInfo, NewApiKey, CreateKeyRequest, KeyQuotas, Scope } from '@warren/protocol';
+export { ApiKeys, getAuditTrail, type AuditOptions } from './keys.js';
+export type { ApiKeyInfo, NewApiKey, CreateKeyRequest, KeyQuotas, Scope, ApiAuditEntry } from '@warren/protocol';
 export { SCOPES, DEFAULT_SCOPES } from '@warren/protocol';

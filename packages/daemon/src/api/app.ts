@@ -11,6 +11,9 @@ import type { FileService } from '../core/files.js';
 import type { TemplateCatalog } from '../templates/catalog.js';
 import { authorizeRequests, type Access, type AuthVars } from './auth.js';
 import { keyRoutes } from './routes/keys.js';
+import { auditRoutes } from './routes/audit.js';
+import { auditTrail } from './audit-trail.js';
+import type { ApiAudit } from '../keys/audit.js';
 import { errorResponse } from './errors.js';
 import { lingerOnUnreadBody } from './body.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
@@ -46,6 +49,7 @@ const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 export interface ApiDeps {
   registry: Registry;
   access: Access;
+  audit: ApiAudit;
   sandboxes: SandboxService;
   exec: ExecService;
   files: FileService;
@@ -83,6 +87,9 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.use('*', portForwarding(deps.ports));
   // Every route past this point: a valid key, the route's scope, and only the key's own resources.
   const authorize = authorizeRequests(deps.access.keys, deps.access.owners);
+  // Outside the key check, so that refused calls are in the trail too.
+  app.use('/v1/*', auditTrail(deps.audit, deps.log));
+  app.use('/mcp', auditTrail(deps.audit, deps.log));
   app.use('/v1/*', authorize);
   app.use('/metrics', authorize);
   app.use('/mcp', authorize);
@@ -119,5 +126,6 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
   app.route('/v1/databases', databaseRoutes(deps.databases, deps.access.owners));
   app.route('/v1/keys', keyRoutes(deps.access.keys));
+  app.route('/v1/audit', auditRoutes(deps.audit));
   return app;
 }

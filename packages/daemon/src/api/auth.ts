@@ -9,7 +9,16 @@ import { WarrenError, type Scope } from '@warren/protocol';
 import type { QuotaGate } from '../keys/quotas.js';
 import type { KeyService, Principal } from '../keys/service.js';
 
-export type AuthVars = { Variables: { apiKeyId: string; principal: Principal; requestId: string } };
+export type AuthVars = {
+  Variables: {
+    apiKeyId: string;
+    /** Set by the key check; every route behind it has one. */
+    principal: Principal;
+    requestId: string;
+    /** The sandbox a create made, for the audit trail. */
+    createdSandbox: string | undefined;
+  };
+};
 
 /** The owner (API key id) of each kind of resource a path can name; undefined: no such resource. */
 export interface Owners {

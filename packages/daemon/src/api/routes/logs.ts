@@ -1,7 +1,7 @@
 /**
  * GET /v1/logs: the daemon's structured log, searched by request id, level and time. A 5xx
  * body carries a request id and nothing internal; this is where the operator reads the rest.
- * Only admin keys may read it (every key is an admin key until API keys with scopes exist).
+ * Only admin keys may read it.
  */
 import { Hono } from 'hono';
 import { DEFAULT_LOGS_LIMIT, LogsQuery, WarrenError, type LogsResponse } from '@warren/protocol';

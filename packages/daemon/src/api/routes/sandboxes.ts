@@ -39,7 +39,9 @@ export function sandboxRoutes(
     if (req.snapshot) requireAccess(p, owners, 'snapshot', req.snapshot);
     if (req.databases?.length) requireScope(p, 'databases', 'a create with databases');
     quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources));
-    return c.json(await databases.create(req, p.keyId), 201);
+    const made = await databases.create(req, p.keyId);
+    c.set('createdSandbox', made.id);
+    return c.json(made, 201);
   });
 
   app.get('/', (c) => {

@@ -1,0 +1,36 @@
+/**
+ * Records every call that changes something (POST, PUT, PATCH, DELETE) in the API's audit
+ * trail once it has been answered: refused ones too, with the status they got.
+ */
+import type { MiddlewareHandler } from 'hono';
+import type { Logger } from 'pino';
+import type { ApiAudit } from '../keys/audit.js';
+import type { Principal } from '../keys/service.js';
+import { ruleFor, type AuthVars } from './auth.js';
+
+const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+export function auditTrail(audit: ApiAudit, log: Logger): MiddlewareHandler<AuthVars> {
+  return async (c, next) => {
+    await next();
+    if (!MUTATING.has(c.req.method)) return;
+    const rule = ruleFor(c.req.method, c.req.path);
+    // A create names its sandbox only in its answer; the route leaves the id here.
+    const sandboxId = rule?.owns === 'sandbox' ? rule.id : c.get('createdSandbox');
+    try {
+      audit.record({
+        time: Date.now(),
+        // Unset when the key check refused the call.
+        keyId: (c.get('principal') as Principal | undefined)?.keyId,
+        method: c.req.method,
+        path: c.req.path,
+        ...(sandboxId ? { sandboxId } : {}),
+        status: c.res.status,
+        requestId: c.get('requestId'),
+      });
+    } catch (err) {
+      // The call itself is done; losing its trail entry is the operator's to know.
+      log.error({ err: (err as Error).message, method: c.req.method, path: c.req.path }, 'API audit entry could not be written');
+    }
+  };
+}
