@@ -82,7 +82,7 @@ test("another key's sandbox, snapshot and database are a 404 on every route; its
       ['GET', `/v1/sandboxes/${id}/network`],
       ['PUT', `/v1/sandboxes/${id}/network`, { allow: ['127.0.0.1:1'] }],
       ['GET', `/v1/sandboxes/${id}/egress`],
-      ['POST', `/v1/sandboxes/${id}/exec`, { cmd: ['true'] }],
+      ['POST', `/v1/sandboxes/${id}/exec`, { argv: ['true'] }],
       ['GET', `/v1/sandboxes/${id}/processes`],
       ['GET', `/v1/sandboxes/${id}/files?path=/etc/hostname`],
       ['PUT', `/v1/sandboxes/${id}/files?path=/tmp/x`, 'x'],
@@ -179,7 +179,7 @@ test('scopes: each missing one is a 403 naming it; network:write guards widening
     // Reading templates and health needs a valid key and nothing more.
     assert.equal((await call(reader, 'GET', '/v1/templates')).status, 200);
     assert.equal((await call(reader, 'GET', '/v1/health')).status, 200);
-    await refused(reader, 'POST', `/v1/sandboxes/${sbx.id}/exec`, 'sandboxes:exec', { cmd: ['true'] });
+    await refused(reader, 'POST', `/v1/sandboxes/${sbx.id}/exec`, 'sandboxes:exec', { argv: ['true'] });
   } finally {
     await sbx.kill();
   }
@@ -283,3 +283,59 @@ test('the audit trail: every call that changed something, refused ones too, with
   );
   await assert.rejects(getAuditTrail({}, conn(grace)), PermissionDeniedError);
 });
+
+test(
+  'sandbox tokens: one sandbox, its scopes only; another sandbox is a 404, everything else a 403; a revoked one is refused; gone with the sandbox',
+  T,
+  async () => {
+    const heidi = await key('heidi', ['sandboxes:create', 'sandboxes:read', 'sandboxes:exec', 'sandboxes:manage']);
+    const sbx = await Sandbox.create({ ...conn(heidi) });
+    const other = await Sandbox.create({ ...conn(heidi) });
+    try {
+      const made = await sbx.createToken({ scopes: ['exec'], ttlSeconds: 600 });
+      assert.match(made.token, /^wt_/);
+      const tok = { ...heidi, key: made.token };
+      // What it may do, the way an agent would: the SDK with the token as its key.
+      const asAgent = await Sandbox.connect(sbx.id, conn(tok)).catch((e: Error) => e);
+      assert.ok(asAgent instanceof PermissionDeniedError, 'exec only: reading the sandbox needs read');
+      const ran = await call(tok, 'POST', `/v1/sandboxes/${sbx.id}/exec`, { argv: ['echo', 'via token'] });
+      assert.equal(ran.status, 200, ran.text);
+      assert.match(ran.text, /via token/);
+      assert.equal(await terminalUpgrade(tok, sbx.id), 101, 'exec covers its terminal');
+      const r = [
+        await call(tok, 'GET', `/v1/sandboxes/${sbx.id}/files?path=/etc/hostname`),
+        await call(tok, 'DELETE', `/v1/sandboxes/${sbx.id}`),
+        await call(tok, 'POST', `/v1/sandboxes/${sbx.id}/fork`, {}),
+        await call(tok, 'POST', `/v1/sandboxes/${sbx.id}/tokens`, { scopes: ['exec'] }),
+        await call(tok, 'GET', '/v1/sandboxes'),
+        await call(tok, 'POST', '/v1/sandboxes', {}),
+        await call(tok, 'GET', '/v1/templates'),
+      ];
+      assert.deepEqual(
+        r.map((x) => x.status),
+        [403, 403, 403, 403, 403, 403, 403],
+        r.map((x) => x.text).join('\n'),
+      );
+      assert.equal((await call(tok, 'POST', `/v1/sandboxes/${other.id}/exec`, { argv: ['true'] })).status, 404, "its maker's other sandbox");
+      assert.equal(await terminalUpgrade(tok, other.id), 404);
+      // A key cannot grant what it does not hold.
+      await assert.rejects(sbx.createToken({ scopes: ['files'] }), (e: Error) => e instanceof PermissionDeniedError && /sandboxes:files/.test(e.message));
+      assert.deepEqual(
+        (await sbx.tokens()).map((t) => [t.id, t.state]),
+        [[made.id, 'active']],
+      );
+      await sbx.revokeToken(made.id);
+      const revoked = await call(tok, 'POST', `/v1/sandboxes/${sbx.id}/exec`, { argv: ['true'] });
+      assert.equal(revoked.status, 401);
+      assert.match(revoked.text, /was revoked/);
+      // A token ends with its sandbox.
+      const second = await other.createToken({ scopes: ['read'] });
+      await other.kill();
+      assert.equal((await call({ ...heidi, key: second.token }, 'GET', `/v1/sandboxes/${other.id}`)).status, 401);
+      assert.equal(d!.log().includes(made.token), false, 'no token secret in the daemon log');
+    } finally {
+      await sbx.kill();
+      await other.kill().catch(() => undefined);
+    }
+  },
+);

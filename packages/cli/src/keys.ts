@@ -1,6 +1,17 @@
 /** `warren key`: API keys with scopes and an expiry (admin keys only; docs/security.md). */
 import type { Command } from 'commander';
-import { ApiKeys, getAuditTrail, SCOPES, type ApiKeyInfo, type KeyQuotas, type NewApiKey, type Scope } from '@warren/sdk';
+import {
+  ApiKeys,
+  getAuditTrail,
+  Sandbox,
+  SANDBOX_TOKEN_SCOPES,
+  SCOPES,
+  type ApiKeyInfo,
+  type KeyQuotas,
+  type NewApiKey,
+  type SandboxTokenScope,
+  type Scope,
+} from '@warren/sdk';
 import { collect, positiveInt, printJson, safe, table } from './output.js';
 import { durationSeconds, parseWhen } from './usage.js';
 
@@ -154,5 +165,58 @@ export function registerKeyCommands(program: Command): void {
           ...entries.map((e) => [e.time.replace('T', ' ').slice(0, 23), e.keyId ?? '-', String(e.status), e.method, e.path, e.requestId]),
         ]),
       );
+    });
+
+  const token = program.command('token').description('tokens for one sandbox, to hand to an agent or a browser instead of a key');
+
+  token
+    .command('create')
+    .description('make a token for the sandbox and print it (shown this once): it reaches that sandbox only, with its scopes, until it expires')
+    .argument('<sandbox>')
+    .option('--scope <scope>', `what it may do there, repeatable or comma-separated: ${SANDBOX_TOKEN_SCOPES.join(', ')}`, collect, [])
+    .option('--ttl <duration>', 'how long it works: 10m, 1h, 7d (default 1h, at most 30d)')
+    .option('--json', 'print JSON (with the token)')
+    .action(async (sandboxId: string, opts: { scope: string[]; ttl?: string; json?: boolean }) => {
+      const scopes = opts.scope
+        .flatMap((v) => v.split(','))
+        .map((s) => s.trim())
+        .filter(Boolean);
+      const bad = scopes.filter((s) => !(SANDBOX_TOKEN_SCOPES as readonly string[]).includes(s));
+      if (!scopes.length || bad.length)
+        throw new Error(`--scope takes ${SANDBOX_TOKEN_SCOPES.join(', ')}${bad.length ? ` (got ${bad.join(', ')})` : ' (at least one)'}`);
+      const made = await (await Sandbox.connect(sandboxId)).createToken({
+        scopes: scopes as SandboxTokenScope[],
+        ...(opts.ttl ? { ttlSeconds: durationSeconds(opts.ttl, '--ttl') } : {}),
+      });
+      if (opts.json) {
+        printJson(made);
+        return;
+      }
+      process.stderr.write(`token ${safe(made.id)} for sandbox ${safe(made.sandboxId)}, scopes ${made.scopes.join(' ')}, until ${made.expiresAt}\n`);
+      process.stdout.write(`${safe(made.token)}\n`);
+    });
+
+  token
+    .command('ls')
+    .description("a sandbox's tokens (never their secrets)")
+    .argument('<sandbox>')
+    .option('--json', 'print JSON')
+    .action(async (sandboxId: string, opts: { json?: boolean }) => {
+      const list = await (await Sandbox.connect(sandboxId)).tokens();
+      if (opts.json) {
+        printJson(list);
+        return;
+      }
+      process.stdout.write(table([['ID', 'STATE', 'SCOPES', 'EXPIRES'], ...list.map((t) => [t.id, t.state, t.scopes.join(','), t.expiresAt])]));
+    });
+
+  token
+    .command('revoke')
+    .description('make tokens of the sandbox stop working')
+    .argument('<sandbox>')
+    .argument('<tokens...>')
+    .action(async (sandboxId: string, ids: string[]) => {
+      const sbx = await Sandbox.connect(sandboxId);
+      for (const id of ids) process.stdout.write(`${safe((await sbx.revokeToken(id)).id)}\n`);
     });
 }

@@ -12,6 +12,7 @@ import { KeyService } from './keys/service.js';
 import { KeyStore } from './keys/store.js';
 import { QuotaGate } from './keys/quotas.js';
 import { ApiAudit } from './keys/audit.js';
+import { SandboxTokens } from './keys/tokens.js';
 import type { Access } from './api/auth.js';
 import { resolveConfig, layout, type DaemonConfig } from './config.js';
 import { ExecService } from './core/exec.js';
@@ -95,6 +96,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
 
   const registry = new Registry(paths.db);
   const keys = new KeyService(new KeyStore(registry.database), log);
+  const tokens = new SandboxTokens(registry.database, log);
   const { key: adminKey, created } = keys.ensureAdminKey(paths.adminKey);
   log.info({ keyFile: paths.adminKey, created }, created ? 'created admin API key' : 'admin API key loaded');
   const hostFiles = SandboxHostFiles.prepare({ guestDir: paths.guest, viewsDir: paths.views, templatesDir: config.templatesDir, nodeBinary: process.execPath });
@@ -209,6 +211,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   let listeningPort = config.port;
   const forwards = new TcpForwards(async (id, port) => (await sandboxes.guest(id, 'ports')).connectPort(port), log);
   sandboxes.onTeardown((id) => forwards.removeSandbox(id));
+  sandboxes.onTeardown((id) => tokens.removeSandbox(id));
   const databaseUses = new DatabaseUses(registry.database);
   const databases = new DatabaseService({
     store: new DatabaseStore(registry.database),
@@ -234,6 +237,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
       database: (name) => databases.ownerOf(name),
     },
     quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
+    tokens,
   };
   const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const audit = new ApiAudit(registry.database);

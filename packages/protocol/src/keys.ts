@@ -135,3 +135,56 @@ export const ApiAuditQuery = z
   })
   .strict();
 export type ApiAuditQuery = z.input<typeof ApiAuditQuery>;
+
+/**
+ * What a per-sandbox token may do on its one sandbox: `read` (get it, its network policy,
+ * egress log), `exec` (commands, processes, terminals, tools, port URLs), `files`, `manage`
+ * (hibernate, resume, TTL, kill). Never fork, egress changes, databases or other sandboxes.
+ */
+export const SANDBOX_TOKEN_SCOPES = ['read', 'exec', 'files', 'manage'] as const;
+export type SandboxTokenScope = (typeof SANDBOX_TOKEN_SCOPES)[number];
+
+/** The key scope each token scope stands for. */
+export const SANDBOX_TOKEN_SCOPE_OF: Record<SandboxTokenScope, Scope> = {
+  read: 'sandboxes:read',
+  exec: 'sandboxes:exec',
+  files: 'sandboxes:files',
+  manage: 'sandboxes:manage',
+};
+
+/** POST /v1/sandboxes/:id/tokens */
+export const CreateSandboxTokenRequest = z
+  .object({
+    scopes: z
+      .array(z.enum(SANDBOX_TOKEN_SCOPES, { message: `a token scope is one of ${SANDBOX_TOKEN_SCOPES.join(', ')}` }))
+      .min(1)
+      .max(SANDBOX_TOKEN_SCOPES.length),
+    /** 60 s to 30 days; default 1 hour. */
+    ttlSeconds: z
+      .number()
+      .int()
+      .min(60)
+      .max(30 * 24 * 3600)
+      .optional(),
+  })
+  .strict();
+export type CreateSandboxTokenRequest = z.input<typeof CreateSandboxTokenRequest>;
+
+export interface SandboxTokenInfo {
+  id: string;
+  sandboxId: string;
+  scopes: SandboxTokenScope[];
+  createdAt: string;
+  expiresAt: string;
+  revokedAt?: string;
+  state: 'active' | 'expired' | 'revoked';
+}
+
+/** The token's secret, shown this once: send it as `Authorization: Bearer TOKEN`. */
+export interface NewSandboxToken extends SandboxTokenInfo {
+  token: string;
+}
+
+export interface SandboxTokenList {
+  tokens: SandboxTokenInfo[];
+}

@@ -38,5 +38,16 @@ export { extractDir, packDir } from './dirs.js';
 export { Database, type DatabaseCreateOptions } from './databases.js';
 export type { DatabaseInfo, DatabaseUrl } from '@warren/protocol';
 export { ApiKeys, getAuditTrail, type AuditOptions } from './keys.js';
-export type { ApiKeyInfo, NewApiKey, CreateKeyRequest, KeyQuotas, Scope, ApiAuditEntry } from '@warren/protocol';
+export type {
+  ApiKeyInfo,
+  NewApiKey,
+  CreateKeyRequest,
+  KeyQuotas,
+  Scope,
+  ApiAuditEntry,
+  NewSandboxToken,
+  SandboxTokenInfo,
+  SandboxTokenScope,
+} from '@warren/protocol';
+export { SANDBOX_TOKEN_SCOPES } from '@warren/protocol';
 export { SCOPES, DEFAULT_SCOPES } from '@warren/protocol';

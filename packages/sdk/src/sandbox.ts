@@ -21,6 +21,10 @@ import type {
   SnapshotInfo,
   ToolCallRequest,
   ToolResult,
+  CreateSandboxTokenRequest,
+  NewSandboxToken,
+  SandboxTokenInfo,
+  SandboxTokenList,
 } from '@warren/protocol';
 import { HttpClient, type ConnectionOptions } from './client.js';
 import { CommandError, InternalError } from './errors.js';
@@ -261,6 +265,27 @@ export class Sandbox {
    */
   async attachDatabase(name: string): Promise<AttachedDatabase> {
     return this.http.json<AttachedDatabase>('POST', `/v1/sandboxes/${this.id}/databases`, { json: { name } });
+  }
+
+  /**
+   * A token for this sandbox only, to hand to an agent or a browser instead of a key: it
+   * can do what its scopes say (`read`, `exec`, `files`, `manage`) here and nothing anywhere
+   * else, until it expires (ttlSeconds, default 1 hour) or is revoked. The secret is in
+   * `token`, this once; connect with it as the apiKey.
+   * @example const { token } = await sbx.createToken({ scopes: ['exec', 'files'], ttlSeconds: 600 })
+   */
+  async createToken(opts: CreateSandboxTokenRequest): Promise<NewSandboxToken> {
+    return this.http.json<NewSandboxToken>('POST', `/v1/sandboxes/${this.id}/tokens`, { json: opts });
+  }
+
+  /** This sandbox's tokens (never their secrets). */
+  async tokens(): Promise<SandboxTokenInfo[]> {
+    return (await this.http.json<SandboxTokenList>('GET', `/v1/sandboxes/${this.id}/tokens`)).tokens;
+  }
+
+  /** The token stops working at once. */
+  async revokeToken(tokenId: string): Promise<SandboxTokenInfo> {
+    return this.http.json<SandboxTokenInfo>('DELETE', `/v1/sandboxes/${this.id}/tokens/${encodeURIComponent(tokenId)}`);
   }
 
   /**

@@ -86,7 +86,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   // Port URLs are served on their own host names, before the API's key check.
   app.use('*', portForwarding(deps.ports));
   // Every route past this point: a valid key, the route's scope, and only the key's own resources.
-  const authorize = authorizeRequests(deps.access.keys, deps.access.owners);
+  const authorize = authorizeRequests(deps.access);
   // Outside the key check, so that refused calls are in the trail too.
   app.use('/v1/*', auditTrail(deps.audit, deps.log));
   app.use('/mcp', auditTrail(deps.audit, deps.log));
@@ -111,7 +111,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
   app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
-  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog, deps.workspaceDatabases, deps.access.owners, deps.access.quotas));
+  app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog, deps.workspaceDatabases, deps.access));
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
   app.route('/v1/sandboxes', portRoutes(deps.ports));
   app.route('/v1/usage', usageRoutes(deps.meter));

@@ -21,7 +21,7 @@ export function auditTrail(audit: ApiAudit, log: Logger): MiddlewareHandler<Auth
       audit.record({
         time: Date.now(),
         // Unset when the key check refused the call.
-        keyId: (c.get('principal') as Principal | undefined)?.keyId,
+        keyId: principalName(c.get('principal') as Principal | undefined),
         method: c.req.method,
         path: c.req.path,
         ...(sandboxId ? { sandboxId } : {}),
@@ -33,4 +33,9 @@ export function auditTrail(audit: ApiAudit, log: Logger): MiddlewareHandler<Auth
       log.error({ err: (err as Error).message, method: c.req.method, path: c.req.path }, 'API audit entry could not be written');
     }
   };
+}
+
+/** Who made a call: the key, or the sandbox token (whose maker its own entry names). */
+function principalName(p: Principal | undefined): string | undefined {
+  return p?.tokenId ?? p?.keyId;
 }

@@ -8,6 +8,7 @@ import type { Context, MiddlewareHandler } from 'hono';
 import { WarrenError, type Scope } from '@warren/protocol';
 import type { QuotaGate } from '../keys/quotas.js';
 import type { KeyService, Principal } from '../keys/service.js';
+import { TOKEN_PREFIX, type SandboxTokens } from '../keys/tokens.js';
 
 export type AuthVars = {
   Variables: {
@@ -54,6 +55,8 @@ const RULES: Rule[] = [
   rule(['DELETE'], `/v1/sandboxes/${SEG}`, 'sandboxes:manage', 'sandbox'),
   rule(['POST'], `/v1/sandboxes/${SEG}/(?:fork|snapshots)`, 'sandboxes:fork', 'sandbox'),
   rule(['POST'], `/v1/sandboxes/${SEG}/databases`, 'databases', 'sandbox'),
+  // Making a token also needs each scope it grants (keys/tokens.ts).
+  rule('*', `/v1/sandboxes/${SEG}/tokens(?:/[^/]+)?`, 'sandboxes:read', 'sandbox'),
   rule('*', `/v1/sandboxes/${SEG}/files(?:/.*)?`, 'sandboxes:files', 'sandbox'),
   rule('*', `/v1/sandboxes/${SEG}/(?:exec|processes|terminals|tools|ports)(?:/.*)?`, 'sandboxes:exec', 'sandbox'),
   rule(['GET'], '/v1/snapshots', 'sandboxes:read'),
@@ -87,16 +90,27 @@ export function requestApiKey(c: Context): string {
   return bearerKey({ authorization: c.req.header('authorization'), 'x-api-key': c.req.header('x-api-key') });
 }
 
-/** The principal of a request's key, or 401. */
-function authenticate(keys: KeyService, key: string): Principal {
-  if (!key) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
-  return keys.authenticate(key);
+/** The principal of a request's key or sandbox token, or 401. */
+function authenticate(access: Access, secret: string): Principal {
+  if (!secret) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
+  return secret.startsWith(TOKEN_PREFIX) ? access.tokens.authenticate(secret) : access.keys.authenticate(secret);
+}
+
+/**
+ * A sandbox token reaches its own sandbox and nothing else: another sandbox is a 404 (as for
+ * a key), a route that names no sandbox a 403.
+ */
+function confine(p: Principal, kind: Kind | undefined, id: string | undefined, what: string): void {
+  if (p.sandboxId === undefined || (kind === 'sandbox' && id === p.sandboxId)) return;
+  if (kind === 'sandbox' && id !== undefined) throw new WarrenError('not_found', NOT_FOUND.sandbox(id));
+  throw new WarrenError('permission_denied', `token ${p.tokenId} is for sandbox ${p.sandboxId} only; ${what} needs an API key`);
 }
 
 /** 403 naming the scope unless the principal has it (admin has every scope). */
 export function requireScope(p: Principal, scope: Scope | null, what: string): void {
   if (scope === null || p.admin || p.scopes.has(scope)) return;
-  throw new WarrenError('permission_denied', `API key ${p.keyId} lacks the scope ${scope}, which ${what} needs`, { details: { scope } });
+  const who = p.tokenId ? `token ${p.tokenId}` : `API key ${p.keyId}`;
+  throw new WarrenError('permission_denied', `${who} lacks the scope ${scope}, which ${what} needs`, { details: { scope } });
 }
 
 /** True when the principal may see the resource (its own, or any for an admin key). */
@@ -116,15 +130,17 @@ export function requireAccess(p: Principal, owners: Owners, kind: Kind, id: stri
 }
 
 /** Authentication, then the route's scope and the ownership of what its path names. */
-export function authorizeRequests(keys: KeyService, owners: Owners): MiddlewareHandler<AuthVars> {
+export function authorizeRequests(access: Access): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
-    const p = authenticate(keys, requestApiKey(c));
+    const p = authenticate(access, requestApiKey(c));
     c.set('principal', p);
     c.set('apiKeyId', p.keyId);
     const found = ruleFor(c.req.method, c.req.path);
-    requireScope(p, found ? found.scope : 'admin', `${c.req.method} ${c.req.path}`);
+    const what = `${c.req.method} ${c.req.path}`;
+    if (c.req.path !== '/v1/health') confine(p, found?.owns, found?.id, what);
+    requireScope(p, found ? found.scope : 'admin', what);
     // Ownership before anything else answers, so nothing tells another key's resource from a missing one.
-    if (found?.owns && found.id) requireAccess(p, owners, found.owns, found.id);
+    if (found?.owns && found.id) requireAccess(p, access.owners, found.owns, found.id);
     await next();
   };
 }
@@ -132,6 +148,7 @@ export function authorizeRequests(keys: KeyService, owners: Owners): MiddlewareH
 /** What authorizing a call needs: the keys and who owns what. */
 export interface Access {
   keys: KeyService;
+  tokens: SandboxTokens;
   owners: Owners;
   quotas: QuotaGate;
 }
@@ -141,7 +158,8 @@ export interface Access {
  * with a key): the key's principal, if it has `scope` and may reach the sandbox.
  */
 export function authorizeSandboxCall(access: Access, key: string, sandboxId: string, scope: Scope, what: string): Principal {
-  const p = authenticate(access.keys, key);
+  const p = authenticate(access, key);
+  confine(p, 'sandbox', sandboxId, what);
   requireScope(p, scope, what);
   requireAccess(p, access.owners, 'sandbox', sandboxId);
   return p;

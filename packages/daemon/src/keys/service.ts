@@ -26,6 +26,9 @@ export interface Principal {
   /** An admin key sees and acts on every key's sandboxes. */
   admin: boolean;
   quotas?: KeyQuotas;
+  /** A per-sandbox token: it acts as its maker (keyId) on this one sandbox only. */
+  sandboxId?: string;
+  tokenId?: string;
 }
 
 export class KeyService {

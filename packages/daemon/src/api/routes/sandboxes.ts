@@ -2,6 +2,8 @@
 import { Hono } from 'hono';
 import {
   AttachDatabaseRequest,
+  CreateSandboxTokenRequest,
+  type SandboxTokenList,
   CreateSandboxRequest,
   CreateSnapshotRequest,
   ForkRequest,
@@ -17,8 +19,8 @@ import type { EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { WorkspaceDatabases } from '../../databases/workspaces.js';
 import type { SnapshotService } from '../../core/snapshots.js';
-import type { QuotaGate } from '../../keys/quotas.js';
-import { requireAccess, requireScope, type AuthVars, type Owners } from '../auth.js';
+import type { Principal } from '../../keys/service.js';
+import { requireAccess, requireScope, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
 export function sandboxRoutes(
@@ -26,10 +28,10 @@ export function sandboxRoutes(
   snapshots: SnapshotService,
   egress: EgressLog,
   databases: WorkspaceDatabases,
-  owners: Owners,
-  quotas: QuotaGate,
+  access: Access,
 ): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
+  const { owners, quotas, tokens } = access;
 
   app.post('/', async (c) => {
     const req = parse(CreateSandboxRequest, await jsonBody(c));
@@ -107,6 +109,27 @@ export function sandboxRoutes(
   app.post('/:id/snapshots', async (c) => {
     const req = parse(CreateSnapshotRequest, await jsonBody(c));
     return c.json(await snapshots.create(c.req.param('id'), req.metadata, c.get('apiKeyId')), 201);
+  });
+
+  // Tokens are made and handled with a key, never with a token.
+  const keyOnly = (p: Principal) => {
+    if (p.tokenId) throw new WarrenError('permission_denied', `token ${p.tokenId} cannot manage tokens; use an API key`);
+  };
+
+  app.post('/:id/tokens', async (c) => {
+    const req = parse(CreateSandboxTokenRequest, await jsonBody(c));
+    keyOnly(c.get('principal'));
+    return c.json(tokens.create(c.get('principal'), sandboxes.get(c.req.param('id')).id, req), 201);
+  });
+
+  app.get('/:id/tokens', (c) => {
+    keyOnly(c.get('principal'));
+    return c.json({ tokens: tokens.list(sandboxes.get(c.req.param('id')).id) } satisfies SandboxTokenList);
+  });
+
+  app.delete('/:id/tokens/:tokenId', (c) => {
+    keyOnly(c.get('principal'));
+    return c.json(tokens.revoke(sandboxes.get(c.req.param('id')).id, c.req.param('tokenId')));
   });
 
   app.delete('/:id', async (c) => {

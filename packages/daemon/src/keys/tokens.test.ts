@@ -1,0 +1,29 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import Database from 'better-sqlite3';
+import pino from 'pino';
+import { WarrenError } from '@warren/protocol';
+import { SandboxTokens } from './tokens.js';
+import type { Principal } from './service.js';
+
+const maker: Principal = { keyId: 'key-a', scopes: new Set(['sandboxes:exec', 'sandboxes:read']), admin: false };
+
+test('a token acts as its maker on its sandbox with its scopes, until it expires; a token cannot make tokens', () => {
+  let now = 1_000_000;
+  const tokens = new SandboxTokens(new Database(':memory:'), pino({ level: 'silent' }), () => now);
+  const made = tokens.create(maker, 'sb-1', { scopes: ['exec', 'exec'], ttlSeconds: 60 });
+  assert.deepEqual(made.scopes, ['exec']);
+  const p = tokens.authenticate(made.token);
+  assert.deepEqual({ ...p, scopes: [...p.scopes] }, { keyId: 'key-a', scopes: ['sandboxes:exec'], admin: false, sandboxId: 'sb-1', tokenId: made.id });
+  assert.throws(
+    () => tokens.create(p, 'sb-1', { scopes: ['exec'] }),
+    (e: Error) => e instanceof WarrenError && e.code === 'permission_denied',
+  );
+  assert.throws(() => tokens.create(maker, 'sb-1', { scopes: ['manage'] }), /lacks the scope sandboxes:manage/);
+  now += 60_000;
+  assert.throws(() => tokens.authenticate(made.token), new RegExp(`token ${made.id} expired at`));
+  assert.equal(tokens.list('sb-1')[0]?.state, 'expired');
+  assert.throws(() => tokens.authenticate('wt_unknown'), /invalid token/);
+  tokens.removeSandbox('sb-1');
+  assert.deepEqual(tokens.list('sb-1'), []);
+});
