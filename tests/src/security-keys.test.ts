@@ -339,3 +339,37 @@ test(
     }
   },
 );
+
+/** A call from a given loopback address (the daemon sees the socket's address, no header). */
+function callFrom(localAddress: string, base: string, secret: string): Promise<{ status: number; retryAfter?: string; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(`${base}/v1/sandboxes`, { localAddress, headers: { authorization: `Bearer ${secret}` } }, (res) => {
+      let text = '';
+      res.on('data', (c: Buffer) => (text += c.toString()));
+      res.on('end', () =>
+        resolve({ status: res.statusCode ?? 0, text, ...(res.headers['retry-after'] ? { retryAfter: String(res.headers['retry-after']) } : {}) }),
+      );
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test(
+  'failed authentications are limited per source address: past the limit even the right key gets 429 from there, other addresses are untouched',
+  T,
+  async () => {
+    const limited = await startDaemon({ env: { WARREN_AUTH_FAILURES_PER_MINUTE: '5' } });
+    try {
+      for (let i = 0; i < 5; i++) assert.equal((await callFrom('127.0.0.2', limited.url, `wk_guess${i}`)).status, 401);
+      const blocked = await callFrom('127.0.0.2', limited.url, limited.apiKey);
+      assert.equal(blocked.status, 429, blocked.text);
+      assert.match(blocked.text, /too many failed authentications from 127\.0\.0\.2/);
+      assert.ok(Number(blocked.retryAfter) >= 1 && Number(blocked.retryAfter) <= 60, `Retry-After ${blocked.retryAfter}`);
+      assert.equal((await callFrom('127.0.0.3', limited.url, limited.apiKey)).status, 200, 'another address is not limited');
+      assert.equal((await callFrom('127.0.0.3', limited.url, 'wk_wrong')).status, 401);
+    } finally {
+      await stopAndCheckClean(limited);
+    }
+  },
+);

@@ -46,6 +46,8 @@ export interface DaemonConfig {
   maxForkCount: number;
   /** Days the API's audit trail keeps a call (WARREN_AUDIT_RETENTION_DAYS, default 90). */
   auditRetentionDays: number;
+  /** Failed authentications one address may make in 60 s before it gets 429 (WARREN_AUTH_FAILURES_PER_MINUTE, default 30). */
+  authFailuresPerMinute: number;
   /**
    * runsc containers created ahead, per template shape, for restores to fill (WARREN_SHELLS,
    * default 2; 0 turns them off): drivers/gvisor/shells.ts.
@@ -90,6 +92,8 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     defaultPool: 'defaultPool' in overrides ? overrides.defaultPool : poolSize(env.WARREN_DEFAULT_POOL),
     maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),
     auditRetentionDays: overrides.auditRetentionDays ?? positiveInteger('WARREN_AUDIT_RETENTION_DAYS', env.WARREN_AUDIT_RETENTION_DAYS, 90),
+    authFailuresPerMinute:
+      overrides.authFailuresPerMinute ?? positiveInteger('WARREN_AUTH_FAILURES_PER_MINUTE', env.WARREN_AUTH_FAILURES_PER_MINUTE, 30),
     shellsPerShape: overrides.shellsPerShape ?? nonNegativeInteger('WARREN_SHELLS', env.WARREN_SHELLS, 2),
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),

@@ -13,6 +13,7 @@ import { KeyStore } from './keys/store.js';
 import { QuotaGate } from './keys/quotas.js';
 import { ApiAudit } from './keys/audit.js';
 import { SandboxTokens } from './keys/tokens.js';
+import { AuthFailureLimiter } from './keys/auth-failures.js';
 import type { Access } from './api/auth.js';
 import { resolveConfig, layout, type DaemonConfig } from './config.js';
 import { ExecService } from './core/exec.js';
@@ -238,6 +239,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     },
     quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
     tokens,
+    failures: new AuthFailureLimiter(config.authFailuresPerMinute),
   };
   const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const audit = new ApiAudit(registry.database);

@@ -6,6 +6,8 @@
  */
 import type { Context, MiddlewareHandler } from 'hono';
 import { WarrenError, type Scope } from '@warren/protocol';
+import type { IncomingMessage } from 'node:http';
+import type { AuthFailureLimiter } from '../keys/auth-failures.js';
 import type { QuotaGate } from '../keys/quotas.js';
 import type { KeyService, Principal } from '../keys/service.js';
 import { TOKEN_PREFIX, type SandboxTokens } from '../keys/tokens.js';
@@ -90,10 +92,28 @@ export function requestApiKey(c: Context): string {
   return bearerKey({ authorization: c.req.header('authorization'), 'x-api-key': c.req.header('x-api-key') });
 }
 
-/** The principal of a request's key or sandbox token, or 401. */
-function authenticate(access: Access, secret: string): Principal {
-  if (!secret) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
-  return secret.startsWith(TOKEN_PREFIX) ? access.tokens.authenticate(secret) : access.keys.authenticate(secret);
+/**
+ * The principal of a request's key or sandbox token, or 401; an address with too many
+ * failures gets 429 before its key is looked at.
+ */
+function authenticate(access: Access, secret: string, address: string): Principal {
+  access.failures.check(address);
+  try {
+    if (!secret) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
+    return secret.startsWith(TOKEN_PREFIX) ? access.tokens.authenticate(secret) : access.keys.authenticate(secret);
+  } catch (err) {
+    if (err instanceof WarrenError && err.code === 'unauthenticated') access.failures.fail(address);
+    throw err;
+  }
+}
+
+/** The address a request came from (the socket's; no header is trusted for it). */
+export function sourceAddress(socket: { remoteAddress?: string | undefined } | undefined): string {
+  return socket?.remoteAddress ?? 'unknown';
+}
+
+export function requestAddress(c: Context): string {
+  return sourceAddress((c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket);
 }
 
 /**
@@ -132,7 +152,7 @@ export function requireAccess(p: Principal, owners: Owners, kind: Kind, id: stri
 /** Authentication, then the route's scope and the ownership of what its path names. */
 export function authorizeRequests(access: Access): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
-    const p = authenticate(access, requestApiKey(c));
+    const p = authenticate(access, requestApiKey(c), requestAddress(c));
     c.set('principal', p);
     c.set('apiKeyId', p.keyId);
     const found = ruleFor(c.req.method, c.req.path);
@@ -151,14 +171,15 @@ export interface Access {
   tokens: SandboxTokens;
   owners: Owners;
   quotas: QuotaGate;
+  failures: AuthFailureLimiter;
 }
 
 /**
  * For calls that do not pass through the API's middleware (WebSocket upgrades, port URLs
  * with a key): the key's principal, if it has `scope` and may reach the sandbox.
  */
-export function authorizeSandboxCall(access: Access, key: string, sandboxId: string, scope: Scope, what: string): Principal {
-  const p = authenticate(access, key);
+export function authorizeSandboxCall(access: Access, key: string, address: string, sandboxId: string, scope: Scope, what: string): Principal {
+  const p = authenticate(access, key, address);
   confine(p, 'sandbox', sandboxId, what);
   requireScope(p, scope, what);
   requireAccess(p, access.owners, 'sandbox', sandboxId);

@@ -15,7 +15,7 @@ import { WebSocketServer, type RawData, type WebSocket } from 'ws';
 import { ErrorCodes, TerminalClientMessage, TerminalCreateRequest, WarrenError, parse, type TerminalServerMessage } from '@warren/protocol';
 import type { AttachedTerminal, TerminalService } from '../core/terminals.js';
 import { parsePortHost } from '../network/ports.js';
-import { authorizeSandboxCall, bearerKey, type Access } from './auth.js';
+import { authorizeSandboxCall, bearerKey, sourceAddress, type Access } from './auth.js';
 import { toWarrenError } from './errors.js';
 
 const PTY_PATH = /^\/v1\/sandboxes\/([^/]+)\/pty(?:\/([^/]+))?\/?$/;
@@ -48,7 +48,7 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
     void (async () => {
       let created: string | undefined;
       try {
-        authorizeSandboxCall(deps.access, bearerKey(req.headers), sandboxId, 'sandboxes:exec', 'a terminal');
+        authorizeSandboxCall(deps.access, bearerKey(req.headers), sourceAddress(req.socket), sandboxId, 'sandboxes:exec', 'a terminal');
         if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
           throw new WarrenError('invalid_argument', 'this path takes a WebSocket upgrade (Upgrade: websocket)');
         let offset = offsetQuery(url);

@@ -19,7 +19,7 @@ import {
   PORT_TOKEN_PARAM,
   type PortTokens,
 } from '../../network/ports.js';
-import { authorizeSandboxCall, bearerKey, type Access, type AuthVars } from '../auth.js';
+import { authorizeSandboxCall, bearerKey, requestAddress, sourceAddress, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
 export interface PortDeps {
@@ -35,10 +35,17 @@ export interface PortDeps {
  * Who may use a port URL: an API key, or a token for this sandbox and port (in the URL or
  * its cookie). Returns the token when it came in the URL, so the response can set the cookie.
  */
-function authorize(deps: PortDeps, headers: { authorization?: string; cookie?: string }, url: URL, sandboxId: string, port: number): string | undefined {
+function authorize(
+  deps: PortDeps,
+  headers: { authorization?: string; cookie?: string },
+  address: string,
+  url: URL,
+  sandboxId: string,
+  port: number,
+): string | undefined {
   const auth = headers.authorization ?? '';
   if (auth.toLowerCase().startsWith('bearer ')) {
-    authorizeSandboxCall(deps.access, bearerKey(headers), sandboxId, 'sandboxes:exec', 'a port URL');
+    authorizeSandboxCall(deps.access, bearerKey(headers), address, sandboxId, 'sandboxes:exec', 'a port URL');
     return undefined;
   }
   const fromUrl = url.searchParams.get(PORT_TOKEN_PARAM) ?? undefined;
@@ -60,7 +67,7 @@ export function portForwarding(deps: PortDeps): MiddlewareHandler<AuthVars> {
     const target = parsePortHost(c.req.header('host'));
     if (!target) return next();
     const url = new URL(c.req.url);
-    const token = authorize(deps, { authorization: c.req.header('authorization'), cookie: c.req.header('cookie') }, url, target.sandboxId, target.port);
+    const token = authorize(deps, { authorization: c.req.header('authorization'), cookie: c.req.header('cookie') }, requestAddress(c), url, target.sandboxId, target.port);
     // A call like any other: it resumes a hibernated sandbox and counts as activity.
     const client = await deps.sandboxes.guest(target.sandboxId, 'ports');
     const conn = await client.connectPort(target.port);
@@ -84,7 +91,7 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
     const url = new URL(req.url ?? '/', `http://${req.headers.host}`);
     void (async () => {
       try {
-        authorize(deps, { authorization: req.headers.authorization, cookie: req.headers.cookie }, url, target.sandboxId, target.port);
+        authorize(deps, { authorization: req.headers.authorization, cookie: req.headers.cookie }, sourceAddress(req.socket), url, target.sandboxId, target.port);
         const client = await deps.sandboxes.guest(target.sandboxId, 'ports');
         forwardUpgrade(await client.connectPort(target.port), req, socket, head, pathWithoutToken(url));
       } catch (err) {
