@@ -92,8 +92,7 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     defaultPool: 'defaultPool' in overrides ? overrides.defaultPool : poolSize(env.WARREN_DEFAULT_POOL),
     maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),
     auditRetentionDays: overrides.auditRetentionDays ?? positiveInteger('WARREN_AUDIT_RETENTION_DAYS', env.WARREN_AUDIT_RETENTION_DAYS, 90),
-    authFailuresPerMinute:
-      overrides.authFailuresPerMinute ?? positiveInteger('WARREN_AUTH_FAILURES_PER_MINUTE', env.WARREN_AUTH_FAILURES_PER_MINUTE, 30),
+    authFailuresPerMinute: overrides.authFailuresPerMinute ?? positiveInteger('WARREN_AUTH_FAILURES_PER_MINUTE', env.WARREN_AUTH_FAILURES_PER_MINUTE, 30),
     shellsPerShape: overrides.shellsPerShape ?? nonNegativeInteger('WARREN_SHELLS', env.WARREN_SHELLS, 2),
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),

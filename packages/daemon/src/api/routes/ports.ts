@@ -67,7 +67,14 @@ export function portForwarding(deps: PortDeps): MiddlewareHandler<AuthVars> {
     const target = parsePortHost(c.req.header('host'));
     if (!target) return next();
     const url = new URL(c.req.url);
-    const token = authorize(deps, { authorization: c.req.header('authorization'), cookie: c.req.header('cookie') }, requestAddress(c), url, target.sandboxId, target.port);
+    const token = authorize(
+      deps,
+      { authorization: c.req.header('authorization'), cookie: c.req.header('cookie') },
+      requestAddress(c),
+      url,
+      target.sandboxId,
+      target.port,
+    );
     // A call like any other: it resumes a hibernated sandbox and counts as activity.
     const client = await deps.sandboxes.guest(target.sandboxId, 'ports');
     const conn = await client.connectPort(target.port);
@@ -91,7 +98,14 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
     const url = new URL(req.url ?? '/', `http://${req.headers.host}`);
     void (async () => {
       try {
-        authorize(deps, { authorization: req.headers.authorization, cookie: req.headers.cookie }, sourceAddress(req.socket), url, target.sandboxId, target.port);
+        authorize(
+          deps,
+          { authorization: req.headers.authorization, cookie: req.headers.cookie },
+          sourceAddress(req.socket),
+          url,
+          target.sandboxId,
+          target.port,
+        );
         const client = await deps.sandboxes.guest(target.sandboxId, 'ports');
         forwardUpgrade(await client.connectPort(target.port), req, socket, head, pathWithoutToken(url));
       } catch (err) {
