@@ -43,7 +43,7 @@ export interface DaemonHandle {
    */
   waitForLog(match: (entry: LogEntry) => boolean, timeoutMs: number, what: string, from?: number): Promise<LogEntry>;
   /** Options for SDK calls against this daemon. */
-  conn: { url: string; apiKey: string };
+  conn: { url: string; apiKey: string; ca?: string };
   http: HttpClient;
   create(opts?: CreateOptions): Promise<Sandbox>;
   /** Graceful stop (SIGTERM), sandboxes keep running. */
@@ -71,10 +71,11 @@ function logEntries(text: string): LogEntry[] {
   return entries;
 }
 
-export async function startDaemon(opts: { home?: string; env?: Record<string, string> } = {}): Promise<DaemonHandle> {
+/** `args`: more `warren daemon` flags (a daemon with --tls-self-signed is trusted through its certificate). */
+export async function startDaemon(opts: { home?: string; env?: Record<string, string>; args?: string[] } = {}): Promise<DaemonHandle> {
   requirePrerequisites();
   const home = opts.home ?? mkdtempSync(path.join(ensureDir(TEST_ROOT), 'home-'));
-  const child = spawn(process.execPath, [CLI, 'daemon', '--port', '0', '--home', home], {
+  const child = spawn(process.execPath, [CLI, 'daemon', '--port', '0', '--home', home, ...(opts.args ?? [])], {
     // No default warm pool and no bake of templates without a start command, unless a test
     // asks (defaults.test.ts runs the real defaults): every test file starts daemons of its
     // own, and a pool of 2 plus a base bake in each would multiply the sandboxes on a 2-core
@@ -98,7 +99,7 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
       reject(new Error(`daemon did not start in 30s:\n${output}`));
     }, 30_000);
     const onData = () => {
-      const [, url] = /listening on (http:\/\/[0-9.:]+)/.exec(output) ?? [];
+      const [, url] = /listening on (https?:\/\/[0-9.:]+)/.exec(output) ?? [];
       if (url) {
         clearTimeout(timer);
         resolve(url);
@@ -111,7 +112,8 @@ export async function startDaemon(opts: { home?: string; env?: Record<string, st
     });
   });
   const apiKey = readFileSync(path.join(home, 'admin.key'), 'utf8').trim();
-  const conn = { url, apiKey };
+  const ca = url.startsWith('https:') ? readFileSync(path.join(home, 'tls', 'self-signed.pem'), 'utf8') : undefined;
+  const conn = { url, apiKey, ...(ca ? { ca } : {}) };
   const exited = new Promise<void>((resolve) => child.on('exit', () => resolve()));
   return {
     home,

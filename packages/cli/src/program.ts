@@ -18,6 +18,7 @@ import { cliVersion } from './version.js';
 import { registerShellCommand } from './shell.js';
 import { registerDbCommands } from './db.js';
 import { registerKeyCommands } from './keys.js';
+import { daemonOverrides, type DaemonFlags } from './daemon-flags.js';
 
 /** Every command, as `warren` has them. */
 export function buildProgram(): Command {
@@ -39,10 +40,19 @@ export function buildProgram(): Command {
       }),
     )
     .option('--home <dir>', 'state directory (default $WARREN_HOME or /var/lib/warren)')
-    .action(async (opts: { port?: number; home?: string }) => {
+    .option('--listen <addr>', 'address to listen on, HOST or HOST:PORT (default $WARREN_HOST or 127.0.0.1); beyond loopback it needs TLS or --insecure')
+    .option('--tls-cert <file>', 'serve HTTPS with this certificate (PEM; with --tls-key)')
+    .option('--tls-key <file>', 'the private key of --tls-cert (PEM)')
+    .option(
+      '--tls-self-signed',
+      'serve HTTPS with a certificate the daemon makes once under <home>/tls (prints its fingerprint; clients trust it with WARREN_CA_FILE)',
+    )
+    .option('--insecure', 'allow plain HTTP beyond loopback (API keys cross the network in clear text)')
+    .action(async (opts: DaemonFlags) => {
       const { startDaemon } = await import('@warren/daemon');
-      const d = await startDaemon({ port: opts.port, home: opts.home });
+      const d = await startDaemon(daemonOverrides(opts));
       process.stderr.write(`warren daemon listening on ${d.url}; admin API key in ${d.adminKeyFile}\n`);
+      if (d.tls) process.stderr.write(`TLS certificate ${d.tls.certFile}, SHA-256 fingerprint ${d.tls.fingerprint}\n`);
       const stop = () => {
         d.close().then(
           () => process.exit(0),

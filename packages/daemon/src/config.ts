@@ -1,4 +1,5 @@
 /** Daemon configuration from flags and environment, with the on-disk layout under home. */
+import type { TlsSetting } from './api/tls.js';
 import path from 'node:path';
 import { DEFAULT_MAX_FORK_COUNT, MAX_POOL_SIZE, WarrenError } from '@warren/protocol';
 import { BAKE_MODES, type BakeMode } from './core/bake.js';
@@ -44,6 +45,10 @@ export interface DaemonConfig {
   poolBackground: boolean;
   /** Most children one fork may ask for (WARREN_MAX_FORK). */
   maxForkCount: number;
+  /** TLS for the API (docs/security.md, "Remote access"); absent: plain HTTP. */
+  tls?: TlsSetting;
+  /** Plain HTTP beyond loopback, knowingly (--insecure). */
+  insecure: boolean;
   /** Days the API's audit trail keeps a call (WARREN_AUDIT_RETENTION_DAYS, default 90). */
   auditRetentionDays: number;
   /** Failed authentications one address may make in 60 s before it gets 429 (WARREN_AUTH_FAILURES_PER_MINUTE, default 30). */
@@ -91,6 +96,8 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     poolBackground: overrides.poolBackground ?? flag('WARREN_POOL_BACKGROUND', env.WARREN_POOL_BACKGROUND, true),
     defaultPool: 'defaultPool' in overrides ? overrides.defaultPool : poolSize(env.WARREN_DEFAULT_POOL),
     maxForkCount: overrides.maxForkCount ?? positiveInteger('WARREN_MAX_FORK', env.WARREN_MAX_FORK, DEFAULT_MAX_FORK_COUNT),
+    ...(overrides.tls ? { tls: overrides.tls } : {}),
+    insecure: overrides.insecure ?? false,
     auditRetentionDays: overrides.auditRetentionDays ?? positiveInteger('WARREN_AUDIT_RETENTION_DAYS', env.WARREN_AUDIT_RETENTION_DAYS, 90),
     authFailuresPerMinute: overrides.authFailuresPerMinute ?? positiveInteger('WARREN_AUTH_FAILURES_PER_MINUTE', env.WARREN_AUTH_FAILURES_PER_MINUTE, 30),
     shellsPerShape: overrides.shellsPerShape ?? nonNegativeInteger('WARREN_SHELLS', env.WARREN_SHELLS, 2),

@@ -1,4 +1,6 @@
 /** Wires the daemon together: lock, registry, driver, services, recovery, reaper, HTTP. */
+import https from 'node:https';
+import { requireSafeListen, serverTls } from './api/tls.js';
 import type http from 'node:http';
 import path from 'node:path';
 import { mkdirSync, readFileSync } from 'node:fs';
@@ -59,6 +61,8 @@ export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', impor
 export interface RunningDaemon {
   url: string;
   port: number;
+  /** When it serves TLS: the certificate's SHA-256 fingerprint and file (what clients trust). */
+  tls?: { fingerprint: string; certFile: string };
   adminKey: string;
   adminKeyFile: string;
   log: Logger;
@@ -68,7 +72,10 @@ export interface RunningDaemon {
 export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promise<RunningDaemon> {
   const config = resolveConfig(overrides);
   const paths = layout(config.home);
+  // Before anything is started: a listen that would send keys in clear text stops here.
+  requireSafeListen(config.host, config.tls !== undefined, config.insecure);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
+  const tls = await serverTls(config.tls, config.home, config.host);
   // Logged to stdout for whoever runs the daemon, and to a file under home that the API
   // searches by request id (GET /v1/logs, `warren logs --request ID`).
   const logFile = new LogFile(paths.logFile);
@@ -270,7 +277,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     tools: new ToolService(exec, files),
     version: VERSION,
     runsc,
-    selfUrl: () => loopbackUrl(config.host, listeningPort),
+    self: () => ({ url: loopbackUrl(config.host, listeningPort, tls !== undefined), ...(tls ? { ca: tls.cert } : {}) }),
     terminals,
     databases,
     workspaceDatabases,
@@ -279,7 +286,16 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's
     // own clean-up gives up after 64 MiB or 500 ms and resets the connection, which loses
     // the error response of a refused large upload and breaks the client's next request.
-    const s = serve({ fetch: app.fetch, port: config.port, hostname: config.host, autoCleanupIncoming: false }, () => resolve(s));
+    const s = serve(
+      {
+        fetch: app.fetch,
+        port: config.port,
+        hostname: config.host,
+        autoCleanupIncoming: false,
+        ...(tls ? { createServer: https.createServer, serverOptions: { cert: tls.cert, key: tls.key } } : {}),
+      },
+      () => resolve(s),
+    );
   });
   // Idle keep-alive connections stay open longer than clients keep them (node's global agent
   // drops its idle sockets after 5 s, the server's default too): at equal timeouts a client
@@ -298,12 +314,16 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   const port = (server.address() as AddressInfo).port;
   listeningPort = port;
   server.on('upgrade', terminalUpgrade({ access, terminals, log }, portUpgrade(ports, log)));
-  const url = `http://${config.host}:${port}`;
-  log.info({ url, home: config.home, version: VERSION }, 'warren daemon listening');
+  const url = `${tls ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
+  log.info(
+    { url, home: config.home, version: VERSION, ...(tls ? { tlsFingerprint: tls.fingerprint, tlsCertFile: tls.certFile } : {}) },
+    'warren daemon listening',
+  );
 
   return {
     url,
     port,
+    ...(tls ? { tls: { fingerprint: tls.fingerprint, certFile: tls.certFile } } : {}),
     adminKey,
     adminKeyFile: paths.adminKey,
     log,
@@ -326,8 +346,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
 }
 
 /** The URL that reaches a daemon listening on `host` from the same machine. */
-function loopbackUrl(host: string, port: number): string {
-  if (host === '0.0.0.0' || host === '') return `http://127.0.0.1:${port}`;
-  if (host === '::') return `http://[::1]:${port}`;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+function loopbackUrl(host: string, port: number, tls: boolean): string {
+  const scheme = tls ? 'https' : 'http';
+  if (host === '0.0.0.0' || host === '') return `${scheme}://127.0.0.1:${port}`;
+  if (host === '::') return `${scheme}://[::1]:${port}`;
+  return `${scheme}://${host.includes(':') ? `[${host}]` : host}:${port}`;
 }

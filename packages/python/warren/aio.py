@@ -509,6 +509,15 @@ class AsyncSandbox:
     async def attach_database(self, name: str) -> Dict[str, Any]:
         return await asyncio.to_thread(self.sync.attach_database, name)
 
+    async def create_token(self, scopes: List[str], ttl_seconds: Optional[int] = None) -> Dict[str, Any]:
+        return await asyncio.to_thread(self.sync.create_token, scopes, ttl_seconds)
+
+    async def tokens(self) -> List[Dict[str, Any]]:
+        return await asyncio.to_thread(self.sync.tokens)
+
+    async def revoke_token(self, token_id: str) -> Dict[str, Any]:
+        return await asyncio.to_thread(self.sync.revoke_token, token_id)
+
     async def get_network(self) -> NetworkPolicy:
         return await asyncio.to_thread(self.sync.get_network)
 

@@ -8,6 +8,7 @@ import json as jsonlib
 import os
 import select
 import socket
+import ssl
 import threading
 from typing import IO, Any, Callable, Generator, Iterable, Iterator, Mapping, Union
 from urllib.parse import quote, urlencode, urlsplit
@@ -96,8 +97,9 @@ class _Pool:
     ever used by one request at a time: taken out for the exchange, given back once its
     response was read to the end."""
 
-    def __init__(self, scheme: str, host: str, port: int, timeout: float | None) -> None:
+    def __init__(self, scheme: str, host: str, port: int, timeout: float | None, context: ssl.SSLContext | None = None) -> None:
         self._scheme = scheme
+        self._context = context
         self._host = host
         self._port = port
         self._timeout = timeout
@@ -114,8 +116,10 @@ class _Pool:
             if not _dropped(conn):
                 return conn, True
             conn.close()
-        cls = _HTTPSConnection if self._scheme == "https" else _HTTPConnection
-        fresh = cls(self._host, self._port, timeout=CONNECT_TIMEOUT, blocksize=BLOCK_SIZE)
+        if self._scheme == "https":
+            fresh: http.client.HTTPConnection = _HTTPSConnection(self._host, self._port, timeout=CONNECT_TIMEOUT, blocksize=BLOCK_SIZE, context=self._context)
+        else:
+            fresh = _HTTPConnection(self._host, self._port, timeout=CONNECT_TIMEOUT, blocksize=BLOCK_SIZE)
         fresh.read_timeout = self._timeout
         return fresh, False
 
@@ -270,7 +274,11 @@ class HttpClient:
     """One daemon (URL and API key). Thread-safe: any number of threads may make requests
     at once, each on its own pooled keep-alive connection."""
 
-    def __init__(self, url: str | None = None, api_key: str | None = None, *, timeout: float | None = DEFAULT_TIMEOUT) -> None:
+    def __init__(
+        self, url: str | None = None, api_key: str | None = None, *, timeout: float | None = DEFAULT_TIMEOUT, ca_file: str | None = None
+    ) -> None:
+        """`ca_file`: certificates (PEM) to trust for an https URL, e.g. the daemon's
+        self-signed one; default $WARREN_CA_FILE, else the system's."""
         self.url = resolve_url(url)
         self._api_key = resolve_api_key(api_key)
         parts = urlsplit(self.url)
@@ -278,7 +286,9 @@ class HttpClient:
             raise InvalidArgumentError("invalid_argument", f"the daemon URL must be http://HOST[:PORT] (got {self.url!r})")
         self._base_path = parts.path.rstrip("/")
         port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.pool = _Pool(parts.scheme, parts.hostname, port, timeout)
+        ca = ca_file or os.environ.get("WARREN_CA_FILE")
+        context = ssl.create_default_context(cafile=ca) if parts.scheme == "https" and ca else None
+        self.pool = _Pool(parts.scheme, parts.hostname, port, timeout, context)
         self.timeout = timeout
 
     def __repr__(self) -> str:

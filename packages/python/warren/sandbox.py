@@ -339,6 +339,24 @@ class Sandbox:
         password, is what to give its commands: DATABASE_URL is set only at create."""
         return dict(self._http.json("POST", f"{self._route}/databases", json={"name": name}))
 
+    def create_token(self, scopes: list[str], ttl_seconds: int | None = None) -> dict[str, Any]:
+        """A token for this sandbox only, to hand to an agent instead of a key: it can do what
+        its scopes say ("read", "exec", "files", "manage") here and nothing anywhere else,
+        until it expires (default 1 hour) or is revoked. The secret is in "token", this once;
+        use it as the api_key."""
+        body: dict[str, Any] = {"scopes": scopes}
+        if ttl_seconds is not None:
+            body["ttlSeconds"] = ttl_seconds
+        return dict(self._http.json("POST", f"{self._route}/tokens", json=body))
+
+    def tokens(self) -> list[dict[str, Any]]:
+        """This sandbox's tokens (never their secrets)."""
+        return list(self._http.json("GET", f"{self._route}/tokens")["tokens"])
+
+    def revoke_token(self, token_id: str) -> dict[str, Any]:
+        """The token stops working at once."""
+        return dict(self._http.json("DELETE", f"{self._route}/tokens/{quote(token_id, safe='')}"))
+
     def get_network(self) -> NetworkPolicy:
         """The egress policy. Credential header values are never returned ("[redacted]")."""
         return NetworkPolicy.from_wire(self._http.json("GET", f"{self._route}/network"))

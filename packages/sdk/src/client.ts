@@ -9,6 +9,23 @@ export interface ConnectionOptions {
   url?: string;
   /** API key; default $WARREN_API_KEY, else the admin key file under $WARREN_HOME when readable. */
   apiKey?: string;
+  /**
+   * Certificates (PEM) to trust for an https daemon URL, e.g. the daemon's self-signed one;
+   * default: the file $WARREN_CA_FILE names, else the system's.
+   */
+  ca?: string | Buffer;
+}
+
+/** The CA a connection trusts beyond the system's: given, else $WARREN_CA_FILE's content. */
+function resolveCa(explicit?: string | Buffer): string | Buffer | undefined {
+  if (explicit) return explicit;
+  const file = process.env.WARREN_CA_FILE;
+  if (!file) return undefined;
+  try {
+    return readFileSync(file);
+  } catch (err) {
+    throw new NetworkError('network', `cannot read WARREN_CA_FILE ${file}: ${(err as Error).message}`, { cause: err });
+  }
 }
 
 const DEFAULT_URL = 'http://127.0.0.1:7070';
@@ -27,10 +44,27 @@ export function resolveApiKey(explicit?: string): string | undefined {
 export class HttpClient {
   readonly url: string;
   private apiKey?: string;
+  /** Extra trusted certificates for https (undefined: the system's). */
+  readonly ca?: string | Buffer;
+  private dispatcher?: Promise<unknown>;
 
   constructor(opts: ConnectionOptions = {}) {
     this.url = (opts.url ?? process.env.WARREN_URL ?? DEFAULT_URL).replace(/\/+$/, '');
     this.apiKey = resolveApiKey(opts.apiKey);
+    const ca = this.url.startsWith('https:') ? resolveCa(opts.ca) : undefined;
+    if (ca) this.ca = ca;
+  }
+
+  /**
+   * fetch with the connection's CA: Node's own fetch takes no CA per request, so a client
+   * with one uses undici's fetch and an agent that trusts it (made once per client).
+   */
+  private async fetchWith(url: URL, init: RequestInit): Promise<Response> {
+    if (!this.ca) return fetch(url, init);
+    const undici = await import('undici');
+    this.dispatcher ??= Promise.resolve(new undici.Agent({ connect: { ca: this.ca } }));
+    const dispatcher = (await this.dispatcher) as InstanceType<typeof undici.Agent>;
+    return (await undici.fetch(url, { ...(init as object), dispatcher } as Parameters<typeof undici.fetch>[1])) as unknown as Response;
   }
 
   /**
@@ -51,7 +85,7 @@ export class HttpClient {
     }
     const send = () => {
       const b = typeof body === 'function' ? body() : body;
-      return fetch(url, { method, headers, body: b, ...(b instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
+      return this.fetchWith(url, { method, headers, body: b, ...(b instanceof ReadableStream ? { duplex: 'half' } : {}) } as RequestInit);
     };
     // A pooled keep-alive connection can be closed by the daemon just as a request is put on
     // it (its idle timeout, or a busy client that noticed late). Like most HTTP clients, send
@@ -73,7 +107,7 @@ export class HttpClient {
     const transport = await transportFor(url);
     const send = () =>
       new Promise<IncomingMessage>((resolve, reject) => {
-        transport.get(url, { headers }, resolve).on('error', reject);
+        transport.get(url, { headers, ...this.tlsOptions() }, resolve).on('error', reject);
       });
     const res = await this.exchange(send, true);
     const status = res.statusCode ?? 0;
@@ -103,7 +137,7 @@ export class HttpClient {
     const transport = await transportFor(url);
     const send = () =>
       new Promise<{ status: number; text: string }>((resolve, reject) => {
-        const req = transport.request(url, { method, headers }, (res) => {
+        const req = transport.request(url, { method, headers, ...this.tlsOptions() }, (res) => {
           textOf(res).then((text) => resolve({ status: res.statusCode ?? 0, text }), reject);
         });
         req.on('error', reject);
@@ -135,11 +169,16 @@ export class HttpClient {
   }
 
   /** URL (ws: or wss:) and headers for a WebSocket to the daemon (terminals: pty.ts). */
-  socketTarget(route: string, query: URLSearchParams = new URLSearchParams()): { url: string; headers: Record<string, string> } {
+  socketTarget(route: string, query: URLSearchParams = new URLSearchParams()): { url: string; headers: Record<string, string>; ca?: string | Buffer } {
     const url = new URL(this.url + route);
     url.protocol = url.protocol === 'https:' ? 'wss:' : 'ws:';
     url.search = query.toString();
-    return { url: url.toString(), headers: this.headersFor() };
+    return { url: url.toString(), headers: this.headersFor(), ...this.tlsOptions() };
+  }
+
+  /** node:https options for the connection's CA. */
+  private tlsOptions(): { ca?: string | Buffer } {
+    return this.ca ? { ca: this.ca } : {};
   }
 
   private urlFor(route: string, query: Record<string, string | number | undefined> = {}): URL {

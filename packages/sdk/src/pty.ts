@@ -107,7 +107,7 @@ export class PtyHandle {
   static async open(http: HttpClient, sandboxId: string, route: string, query: URLSearchParams, onData?: (data: Buffer) => void): Promise<PtyHandle> {
     const { WebSocket } = await import('ws');
     const target = http.socketTarget(route, query);
-    const ws = new WebSocket(target.url, { headers: target.headers, perMessageDeflate: false });
+    const ws = new WebSocket(target.url, { headers: target.headers, perMessageDeflate: false, ...(target.ca ? { ca: target.ca } : {}) });
     return new Promise<PtyHandle>((resolve, reject) => {
       let handle: PtyHandle | undefined;
       ws.on('unexpected-response', (_req, res: IncomingMessage) => {

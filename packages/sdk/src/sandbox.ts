@@ -97,8 +97,8 @@ export class Sandbox {
    * @example const sbx = await Sandbox.create({ template: 'base', ttlSeconds: 3600, metadata: { task: 'fix-123' } })
    */
   static async create(opts: CreateOptions = {}): Promise<Sandbox> {
-    const { url, apiKey, ...req } = opts;
-    const http = new HttpClient({ url, apiKey });
+    const { url, apiKey, ca, ...req } = opts;
+    const http = new HttpClient({ url, apiKey, ...(ca ? { ca } : {}) });
     return new Sandbox(http, await http.json<SandboxInfo>('POST', '/v1/sandboxes', { json: req }));
   }
 

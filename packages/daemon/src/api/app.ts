@@ -67,8 +67,8 @@ export interface ApiDeps {
   version: string;
   /** The runsc binary sandboxes run with, and why (drivers/gvisor/runsc-binary.ts). */
   runsc: RunscInfo;
-  /** This daemon's API on loopback (known once it listens): where `/mcp`'s tools send their calls. */
-  selfUrl: () => string;
+  /** This daemon's API on loopback (known once it listens), and its certificate when it serves TLS: where `/mcp`'s tools send their calls. */
+  self: () => { url: string; ca?: string };
   terminals: TerminalService;
   databases: DatabaseService;
   workspaceDatabases: WorkspaceDatabases;
@@ -122,7 +122,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   app.route('/v1/sandboxes', dirRoutes(deps.files, deps.sandboxes));
   app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
-  app.route('/mcp', mcpRoutes(deps.selfUrl));
+  app.route('/mcp', mcpRoutes(deps.self));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
   app.route('/v1/databases', databaseRoutes(deps.databases, deps.access.owners));
   app.route('/v1/keys', keyRoutes(deps.access.keys));

@@ -42,6 +42,8 @@ test('rules: scopes by kind of call, the resource a path names', () => {
   assert.equal(ruleFor('GET', '/v1/keys'), undefined);
   assert.equal(ruleFor('GET', '/v1/logs'), undefined);
   assert.equal(ruleFor('POST', '/v1/sandboxes/sb-1/unknown'), undefined);
+  // Not valid percent-encoding: named as sent, never a 500.
+  assert.deepEqual(ruleFor('PUT', '/v1/sandboxes/%ZZ/files'), { scope: 'sandboxes:files', owns: 'sandbox', id: '%ZZ' });
 });
 
 test("scopes and ownership: 403 names the scope; another key's resource reads as missing; admin reaches all", () => {

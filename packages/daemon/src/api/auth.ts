@@ -75,9 +75,19 @@ export function ruleFor(method: string, path: string): { scope: Scope | null; ow
   for (const r of RULES) {
     if (r.methods !== '*' && !r.methods.includes(method)) continue;
     const m = r.path.exec(path);
-    if (m) return { scope: r.scope, ...(r.owns ? { owns: r.owns, id: decodeURIComponent(m[1]!) } : {}) };
+    if (m) return { scope: r.scope, ...(r.owns ? { owns: r.owns, id: decodeSegment(m[1]!) } : {}) };
   }
   return undefined;
+}
+
+/** A path segment as the routes see it; one that is not valid percent-encoding stays as sent (as Hono leaves it). */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch (err) {
+    if (err instanceof URIError) return segment;
+    throw err;
+  }
 }
 
 /** The key a request carries: `Authorization: Bearer KEY`, else `X-Api-Key: KEY` (E2B's SDKs send that one). */

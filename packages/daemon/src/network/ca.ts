@@ -178,13 +178,13 @@ async function issueLeaf(ca: LoadedCa, host: string): Promise<tls.SecureContext>
 }
 
 /** A positive 128-bit serial (the high bit clear so DER keeps it positive). */
-function serial(): string {
+export function serial(): string {
   const bytes = randomBytes(16);
   bytes[0] = bytes.readUInt8(0) & 0x7f;
   return bytes.toString('hex');
 }
 
-function pem(label: string, der: Buffer): string {
+export function pem(label: string, der: Buffer): string {
   const b64 = der
     .toString('base64')
     .replace(/(.{64})/g, '$1\n')
@@ -192,7 +192,7 @@ function pem(label: string, der: Buffer): string {
   return `-----BEGIN ${label}-----\n${b64}\n-----END ${label}-----\n`;
 }
 
-async function writeAtomic(file: string, text: string): Promise<void> {
+export async function writeAtomic(file: string, text: string): Promise<void> {
   const tmp = `${file}.tmp`;
   await writeFile(tmp, text, { mode: 0o600 });
   await rename(tmp, file);

@@ -6,9 +6,9 @@ import { Hono } from 'hono';
 import { handleMcpRequest } from '@warren/mcp';
 import { requestApiKey, type AuthVars } from '../auth.js';
 
-/** `selfUrl` is this daemon's API on loopback, known once it listens. */
-export function mcpRoutes(selfUrl: () => string): Hono<AuthVars> {
+/** `self` is this daemon's API on loopback (and its certificate under TLS), known once it listens. */
+export function mcpRoutes(self: () => { url: string; ca?: string }): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
-  app.all('/', (c) => handleMcpRequest(c.req.raw, { url: selfUrl(), apiKey: requestApiKey(c) }));
+  app.all('/', (c) => handleMcpRequest(c.req.raw, { ...self(), apiKey: requestApiKey(c) }));
   return app;
 }
