@@ -33,6 +33,7 @@ export const SUITES = [
   'stdin',
   'watch',
   'databases',
+  'auth',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -86,6 +87,8 @@ export const DEFAULT_ITERS = {
   density: 20,
   /** Hibernated records seeded into a bench daemon's registry (density suite). */
   records: 10_000,
+  /** API keys seeded beside the records (auth suite): each owns records / keys sandboxes. */
+  keys: 1000,
   /** Keystrokes timed per row of the terminal suite (and round trips of each floor). */
   terminal: 200,
   /** Files created inside while a watch waits for their events (watch suite). */

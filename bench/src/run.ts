@@ -52,6 +52,7 @@ import { runDirs } from './suites/dirs.js';
 import { runStdin } from './suites/stdin.js';
 import { runWatch } from './suites/watch.js';
 import { runDatabases } from './suites/databases.js';
+import { runAuth } from './suites/auth.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
 
 const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
@@ -77,6 +78,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   stdin: runStdin,
   watch: runWatch,
   databases: runDatabases,
+  auth: runAuth,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -101,6 +103,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   stdin: ['stdin'],
   watch: ['watch'],
   databases: ['databases'],
+  auth: ['auth'],
 };
 
 function usage(msg?: string, code = 2): never {
@@ -159,7 +162,7 @@ function parseArgs(argv: string[]): { suites: SuiteName[]; iters: Iters; json?: 
         k === 'dirs' ||
         k === 'databases'
         ? 2
-        : k === 'density'
+        : k === 'density' || k === 'keys'
           ? 1
           : 5,
       Math.round(iters[k] * s),

@@ -95,7 +95,12 @@ test('a database sandbox that runs out of memory dies; its archive restores ever
     .catch((e: Error) => e);
   assert.ok(
     hog instanceof Error && /out of memory/.test(hog.message),
-    `the sandbox died of its memory limit: ${hog instanceof Error ? hog.message : JSON.stringify(hog)}`,
+    `the sandbox died of its memory limit: ${hog instanceof Error ? hog.message : JSON.stringify(hog)}; the daemon's last words on it: ${d!
+      .log()
+      .split('\n')
+      .filter((l) => l.includes(sbx.id))
+      .slice(-8)
+      .join('\n')}`,
   );
   assert.equal((await Database.get('tally', d!.conn)).info.state, 'dead');
 

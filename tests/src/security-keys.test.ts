@@ -173,6 +173,18 @@ test('scopes: each missing one is a 403 naming it; network:write guards widening
     await refused(worker, 'POST', '/v1/keys', 'admin', { name: 'escalate', scopes: ['admin'] });
     await refused(worker, 'GET', '/v1/logs', 'admin');
     await refused(worker, 'GET', '/metrics', 'admin');
+    // A key limited to some egress rules grants those and nothing else.
+    const limited = await ApiKeys.create(
+      { name: 'limited', scopes: ['sandboxes:create', 'sandboxes:manage', 'network:write'], egress: ['127.0.0.1:1', '@github'] },
+      d!.conn,
+    );
+    assert.deepEqual((await ApiKeys.get(limited.id, d!.conn)).egress, ['127.0.0.1:1', '@github']);
+    const outside = await call(limited, 'POST', '/v1/sandboxes', { network: { allow: ['127.0.0.1:1', '127.0.0.1:2'] } });
+    assert.equal(outside.status, 403, outside.text);
+    assert.match(outside.text, /may grant only these egress rules: 127\.0\.0\.1:1, @github; \\"127\.0\.0\.1:2\\" is not one/);
+    const inside = await Sandbox.create({ ...conn(limited), network: { allow: ['127.0.0.1:1'] } });
+    assert.equal((await call(limited, 'PUT', `/v1/sandboxes/${inside.id}/network`, { allow: ['127.0.0.1:3'] })).status, 403);
+    await inside.kill();
     // An explicit empty policy narrows, so it needs no scope.
     const closed = await Sandbox.create({ ...conn(worker), network: { allow: [] } });
     await closed.kill();
@@ -333,9 +345,30 @@ test(
       await other.kill();
       assert.equal((await call({ ...heidi, key: second.token }, 'GET', `/v1/sandboxes/${other.id}`)).status, 401);
       assert.equal(d!.log().includes(made.token), false, 'no token secret in the daemon log');
+      // A token is worth no more than its maker: revoking the key ends the key's tokens.
+      const maker = await key('maker', ['sandboxes:read', 'sandboxes:exec']);
+      const handed = await (await Sandbox.connect(sbx.id, d!.conn)).createToken({ scopes: ['exec'] });
+      const fromMaker = await call(maker, 'POST', `/v1/sandboxes/${sbx.id}/tokens`, { scopes: ['exec'] });
+      assert.equal(fromMaker.status, 404, "another key's sandbox, for making tokens too");
+      assert.equal(
+        (await call({ ...heidi, key: handed.token }, 'POST', `/v1/sandboxes/${sbx.id}/exec`, { argv: ['true'] })).status,
+        200,
+        "an admin key's token for another key's sandbox",
+      );
+      const own = await Sandbox.create({ ...conn(heidi) });
+      const heidiToken = await own.createToken({ scopes: ['exec'] });
+      await ApiKeys.revoke(heidi.id, d!.conn);
+      const orphan = await call({ ...heidi, key: heidiToken.token }, 'POST', `/v1/sandboxes/${own.id}/exec`, { argv: ['true'] });
+      assert.equal(orphan.status, 401, orphan.text);
+      assert.match(orphan.text, /made by API key .* which was revoked/);
+      await (await Sandbox.connect(own.id, d!.conn)).kill();
     } finally {
-      await sbx.kill();
-      await other.kill().catch(() => undefined);
+      // With the admin key: the test revokes heidi's.
+      await (await Sandbox.connect(sbx.id, d!.conn)).kill();
+      // Killed by the test unless it failed first.
+      await Sandbox.connect(other.id, d!.conn)
+        .then((s) => s.kill())
+        .catch(() => undefined);
     }
   },
 );

@@ -291,7 +291,7 @@ async function walkAll(d: DaemonHandle): Promise<SandboxInfo[]> {
  * Writes `count` hibernated records with the daemon's Registry, each with a placeholder
  * image directory that ImageStore counts as complete (a real one is ~the size measured above).
  */
-async function seed(home: string, count: number): Promise<void> {
+export async function seed(home: string, count: number, ownerOf: (i: number) => string = () => 'admin'): Promise<void> {
   const paths = layout(home);
   mkdirSync(home, { recursive: true, mode: 0o700 });
   const reg = new Registry(paths.db);
@@ -314,7 +314,7 @@ async function seed(home: string, count: number): Promise<void> {
         env: {},
         resources: DEFAULT_RESOURCES,
         rootfs: '/nonexistent',
-        apiKeyId: 'admin',
+        apiKeyId: ownerOf(i),
         boot: 'cold',
         network: [],
       });
@@ -339,7 +339,7 @@ async function seed(home: string, count: number): Promise<void> {
  * harness's delete-everything check (that would resume or kill thousands of records): it
  * runs no sandbox, so stop, check runsc has nothing under its root, remove the home.
  */
-async function startOwnDaemon(
+export async function startOwnDaemon(
   ctx: Context,
   label: string,
   prepare: (home: string) => Promise<void> | void,
@@ -371,7 +371,7 @@ async function startOwnDaemon(
   return { d, startMs, seedMs, stop };
 }
 
-async function timeCalls(count: number, fn: () => Promise<unknown>): Promise<number[]> {
+export async function timeCalls(count: number, fn: () => Promise<unknown>): Promise<number[]> {
   const out: number[] = [];
   for (let i = 0; i < count; i++) {
     const t = performance.now();

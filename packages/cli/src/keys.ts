@@ -29,6 +29,7 @@ function infoText(k: ApiKeyInfo): string {
             .join(' ')
         : undefined,
     ],
+    ['egress', k.egress ? k.egress.join(' ') || '(none)' : undefined],
     ['created at', k.createdAt],
     ['expires at', k.expiresAt],
     ['rotated at', k.rotatedAt],
@@ -82,14 +83,16 @@ export function registerKeyCommands(program: Command): void {
     .option('--scope <scope>', `what it may do, repeatable or comma-separated: ${SCOPES.join(', ')} (default: all but admin)`, collect, [])
     .option('--expires <duration>', 'stop working after this long: 30m, 12h, 30d (default: never)')
     .option('--quota <limit=n>', `a limit, repeatable: ${QUOTA_NAMES.join(', ')} (default: none)`, collect, [])
+    .option('--egress <rule>', 'an egress allow rule the key may grant (host, host:port, @preset), repeatable (default: any)', collect, [])
     .option('--json', 'print JSON (with the secret)')
-    .action(async (opts: { name: string; scope: string[]; expires?: string; quota: string[]; json?: boolean }) => {
+    .action(async (opts: { name: string; scope: string[]; expires?: string; quota: string[]; egress: string[]; json?: boolean }) => {
       const scopes = scopeList(opts.scope);
       const quotas = quotaList(opts.quota);
       const made = await ApiKeys.create({
         name: opts.name,
         ...(scopes ? { scopes } : {}),
         ...(quotas ? { quotas } : {}),
+        ...(opts.egress.length ? { egress: opts.egress } : {}),
         ...(opts.expires ? { expiresInSeconds: durationSeconds(opts.expires, '--expires') } : {}),
       });
       printSecret(made, opts.json);

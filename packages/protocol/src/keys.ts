@@ -64,6 +64,11 @@ export const CreateKeyRequest = z
   .object({
     name: KeyName,
     quotas: KeyQuotas.optional(),
+    /**
+     * The egress allow rules (hosts, `host:port`, `@preset`, as a policy writes them) the key
+     * may put in a sandbox's policy with network:write; absent: any.
+     */
+    egress: z.array(z.string().min(1).max(300)).max(256).optional(),
     /** Absent: DEFAULT_SCOPES. */
     scopes: z.array(Scope).min(1).max(SCOPES.length).optional(),
     /** The key stops working this many seconds from now (absent: never). 1 minute to 10 years. */
@@ -83,6 +88,7 @@ export interface ApiKeyInfo {
   name: string;
   scopes: Scope[];
   quotas?: KeyQuotas;
+  egress?: string[];
   createdAt: string;
   expiresAt?: string;
   revokedAt?: string;

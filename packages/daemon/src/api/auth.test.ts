@@ -64,6 +64,13 @@ test("scopes and ownership: 403 names the scope; another key's resource reads as
     () => requireAccess(reader, owners, 'sandbox', 'sb-other'),
     (e: Error) => e instanceof WarrenError && e.code === 'not_found' && e.message === 'no sandbox with id sb-other',
   );
+  // A token an admin key made for another key's sandbox reaches that sandbox, and only it.
+  const token = { keyId: 'admin', scopes: new Set(['sandboxes:exec'] as const), admin: false, sandboxId: 'sb-other', tokenId: 'tok-1' };
+  requireAccess(token, owners, 'sandbox', 'sb-other');
+  assert.throws(
+    () => requireAccess(token, owners, 'sandbox', 'sb-mine'),
+    (e: Error) => e instanceof WarrenError && e.code === 'not_found',
+  );
   const admin = { keyId: 'admin', scopes: new Set(['admin'] as const), admin: true };
   requireAccess(admin, owners, 'sandbox', 'sb-other');
   requireScope(admin, 'templates:build', 'x');

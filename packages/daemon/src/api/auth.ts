@@ -110,7 +110,11 @@ function authenticate(access: Access, secret: string, address: string): Principa
   access.failures.check(address);
   try {
     if (!secret) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
-    return secret.startsWith(TOKEN_PREFIX) ? access.tokens.authenticate(secret) : access.keys.authenticate(secret);
+    if (!secret.startsWith(TOKEN_PREFIX)) return access.keys.authenticate(secret);
+    const p = access.tokens.authenticate(secret);
+    // A token is worth no more than the key that made it: revoked or expired, it ends its tokens too.
+    access.keys.requireUsable(p.keyId, `token ${p.tokenId}`);
+    return p;
   } catch (err) {
     if (err instanceof WarrenError && err.code === 'unauthenticated') access.failures.fail(address);
     throw err;
@@ -143,6 +147,19 @@ export function requireScope(p: Principal, scope: Scope | null, what: string): v
   throw new WarrenError('permission_denied', `${who} lacks the scope ${scope}, which ${what} needs`, { details: { scope } });
 }
 
+/** 403 naming the first rule outside the key's egress grant, if it has one. */
+export function requireEgressGrant(p: Principal, allow: readonly string[]): void {
+  if (p.admin || !p.egress) return;
+  const granted = new Set(p.egress);
+  const outside = allow.find((rule) => !granted.has(rule));
+  if (outside !== undefined)
+    throw new WarrenError(
+      'permission_denied',
+      `API key ${p.keyId} may grant only these egress rules: ${p.egress.join(', ') || '(none)'}; ${JSON.stringify(outside)} is not one of them`,
+      { details: { rule: outside } },
+    );
+}
+
 /** True when the principal may see the resource (its own, or any for an admin key). */
 function mayAccess(p: Principal, owner: string | undefined): boolean {
   return p.admin || owner === undefined || owner === p.keyId;
@@ -156,6 +173,8 @@ const NOT_FOUND: Record<Kind, (id: string) => string> = {
 
 /** 404, worded as for a resource that does not exist, unless the principal may act on it. */
 export function requireAccess(p: Principal, owners: Owners, kind: Kind, id: string): void {
+  // A token was made for its sandbox by a key that could reach it (an admin key, for another key's sandbox).
+  if (kind === 'sandbox' && p.sandboxId !== undefined && id === p.sandboxId) return;
   if (!mayAccess(p, owners[kind](id))) throw new WarrenError('not_found', NOT_FOUND[kind](id));
 }
 

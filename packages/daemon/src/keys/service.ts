@@ -26,6 +26,8 @@ export interface Principal {
   /** An admin key sees and acts on every key's sandboxes. */
   admin: boolean;
   quotas?: KeyQuotas;
+  /** The egress rules it may grant; absent: any. */
+  egress?: readonly string[];
   /** A per-sandbox token: it acts as its maker (keyId) on this one sandbox only. */
   sandboxId?: string;
   tokenId?: string;
@@ -63,6 +65,7 @@ export class KeyService {
       name: req.name,
       scopes: [...new Set(req.scopes ?? DEFAULT_SCOPES)],
       ...(req.quotas && Object.keys(req.quotas).length ? { quotas: req.quotas } : {}),
+      ...(req.egress ? { egress: [...new Set(req.egress)] } : {}),
       createdAt: now,
       ...(req.expiresInSeconds ? { expiresAt: now + req.expiresInSeconds * 1000 } : {}),
     };
@@ -101,15 +104,26 @@ export class KeyService {
     return this.get(id);
   }
 
+  /** 401 unless key `id` works (not revoked, not expired); `what` names who relies on it. */
+  requireUsable(id: string, what: string): void {
+    const r = this.store.get(id);
+    if (!r) throw new WarrenError('unauthenticated', `${what} was made by a key that no longer exists`);
+    this.check(r, `${what} was made by API key ${id}, which`);
+  }
+
   /** The principal of a secret, or 401 saying why not (never which secrets exist). */
   authenticate(secret: string): Principal {
     const r = this.store.byHash(sha256(secret));
     if (!r) throw new WarrenError('unauthenticated', 'invalid API key');
-    if (r.revokedAt !== undefined) throw new WarrenError('unauthenticated', `API key ${r.id} was revoked at ${new Date(r.revokedAt).toISOString()}`);
-    if (r.expiresAt !== undefined && r.expiresAt <= this.now())
-      throw new WarrenError('unauthenticated', `API key ${r.id} expired at ${new Date(r.expiresAt).toISOString()}`);
+    this.check(r, `API key ${r.id}`);
     const admin = r.scopes.includes('admin');
-    return { keyId: r.id, scopes: new Set(r.scopes), admin, ...(r.quotas ? { quotas: r.quotas } : {}) };
+    return { keyId: r.id, scopes: new Set(r.scopes), admin, ...(r.quotas ? { quotas: r.quotas } : {}), ...(r.egress ? { egress: r.egress } : {}) };
+  }
+
+  private check(r: KeyRecord, who: string): void {
+    if (r.revokedAt !== undefined) throw new WarrenError('unauthenticated', `${who} was revoked at ${new Date(r.revokedAt).toISOString()}`);
+    if (r.expiresAt !== undefined && r.expiresAt <= this.now())
+      throw new WarrenError('unauthenticated', `${who} expired at ${new Date(r.expiresAt).toISOString()}`);
   }
 
   private record(id: string): KeyRecord {
@@ -125,6 +139,7 @@ export class KeyService {
       name: r.name,
       scopes: r.scopes,
       ...(r.quotas ? { quotas: r.quotas } : {}),
+      ...(r.egress ? { egress: r.egress } : {}),
       createdAt: iso(r.createdAt),
       ...(r.expiresAt !== undefined ? { expiresAt: iso(r.expiresAt) } : {}),
       ...(r.revokedAt !== undefined ? { revokedAt: iso(r.revokedAt) } : {}),

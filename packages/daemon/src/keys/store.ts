@@ -12,6 +12,8 @@ export interface KeyRecord {
   name: string;
   scopes: Scope[];
   quotas?: KeyQuotas;
+  /** The egress rules it may grant; absent: any. */
+  egress?: string[];
   createdAt: number;
   expiresAt?: number;
   revokedAt?: number;
@@ -24,6 +26,7 @@ interface Row {
   name: string;
   scopes: string;
   quotas: string | null;
+  egress: string | null;
   created_at: number;
   expires_at: number | null;
   revoked_at: number | null;
@@ -49,6 +52,7 @@ export class KeyStore {
     if (!columns.includes('revoked_at')) db.exec('ALTER TABLE api_keys ADD COLUMN revoked_at INTEGER');
     if (!columns.includes('rotated_at')) db.exec('ALTER TABLE api_keys ADD COLUMN rotated_at INTEGER');
     if (!columns.includes('quotas')) db.exec('ALTER TABLE api_keys ADD COLUMN quotas TEXT');
+    if (!columns.includes('egress')) db.exec('ALTER TABLE api_keys ADD COLUMN egress TEXT');
   }
 
   /** Adds a key; with `replace`, a key of that id gets this hash (the admin key file changed). */
@@ -56,8 +60,17 @@ export class KeyStore {
     const verb = opts.replace ? 'INSERT OR REPLACE' : 'INSERT';
     try {
       this.db
-        .prepare(`${verb} INTO api_keys (id, hash, name, scopes, quotas, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)`)
-        .run(r.id, r.hash, r.name, JSON.stringify(r.scopes), r.quotas ? JSON.stringify(r.quotas) : null, r.createdAt, r.expiresAt ?? null);
+        .prepare(`${verb} INTO api_keys (id, hash, name, scopes, quotas, egress, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`)
+        .run(
+          r.id,
+          r.hash,
+          r.name,
+          JSON.stringify(r.scopes),
+          r.quotas ? JSON.stringify(r.quotas) : null,
+          r.egress ? JSON.stringify(r.egress) : null,
+          r.createdAt,
+          r.expiresAt ?? null,
+        );
     } catch (err) {
       if ((err as { code?: string }).code === 'SQLITE_CONSTRAINT_PRIMARYKEY') throw new WarrenError('conflict', `an API key with id ${r.id} already exists`);
       throw err;
@@ -94,6 +107,7 @@ function fromRow(row: Row): KeyRecord {
     name: row.name,
     scopes: JSON.parse(row.scopes) as Scope[],
     ...(row.quotas !== null ? { quotas: JSON.parse(row.quotas) as KeyQuotas } : {}),
+    ...(row.egress !== null ? { egress: JSON.parse(row.egress) as string[] } : {}),
     createdAt: row.created_at,
     ...(row.expires_at !== null ? { expiresAt: row.expires_at } : {}),
     ...(row.revoked_at !== null ? { revokedAt: row.revoked_at } : {}),

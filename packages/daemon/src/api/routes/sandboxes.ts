@@ -20,7 +20,7 @@ import type { SandboxService } from '../../core/sandboxes.js';
 import type { WorkspaceDatabases } from '../../databases/workspaces.js';
 import type { SnapshotService } from '../../core/snapshots.js';
 import type { Principal } from '../../keys/service.js';
-import { requireAccess, requireScope, type Access, type AuthVars } from '../auth.js';
+import { requireAccess, requireEgressGrant, requireScope, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
 export function sandboxRoutes(
@@ -37,7 +37,10 @@ export function sandboxRoutes(
     const req = parse(CreateSandboxRequest, await jsonBody(c));
     const p = c.get('principal');
     // Widening egress beyond the defaults is network:write's; a snapshot must be the caller's own.
-    if (req.network?.allow.length) requireScope(p, 'network:write', 'a create with network.allow');
+    if (req.network?.allow.length) {
+      requireScope(p, 'network:write', 'a create with network.allow');
+      requireEgressGrant(p, req.network.allow);
+    }
     if (req.snapshot) requireAccess(p, owners, 'snapshot', req.snapshot);
     if (req.databases?.length) requireScope(p, 'databases', 'a create with databases');
     quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources));
@@ -66,7 +69,11 @@ export function sandboxRoutes(
 
   app.get('/:id/network', (c) => c.json(sandboxes.getNetwork(c.req.param('id'))));
 
-  app.put('/:id/network', async (c) => c.json(await sandboxes.setNetwork(c.req.param('id'), parse(NetworkPolicy, await jsonBody(c)))));
+  app.put('/:id/network', async (c) => {
+    const policy = parse(NetworkPolicy, await jsonBody(c));
+    requireEgressGrant(c.get('principal'), policy.allow);
+    return c.json(await sandboxes.setNetwork(c.req.param('id'), policy));
+  });
 
   app.get('/:id/egress', (c) => {
     const id = c.req.param('id');
