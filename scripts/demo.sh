@@ -3,7 +3,7 @@
 # stdin to a command, open a terminal, remove it; then a
 # template with a running server: build it, bake it, and create from a warm pool; then the
 # whole machine: fork a running sandbox into copies, hibernate one and wake it with a call;
-# egress, and a workspace whose database is branched with each fork.
+# egress, a workspace whose database is branched with each fork, and a second API key.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/lib.sh
@@ -159,6 +159,21 @@ finally:
     for s in [*attempts, ws]:
         s.kill()  # the databases made for each sandbox go with it
 PY
+
+log "many users: a scoped API key sees only its own sandboxes; a token reaches one sandbox and nothing else"
+made=$($w key create --name "demo team" --scope sandboxes:create,sandboxes:read,sandboxes:exec,sandboxes:manage --quota sandboxes=3 --json)
+team_id=$(printf '%s' "$made" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')
+team=$(printf '%s' "$made" | python3 -c 'import json,sys; print(json.load(sys.stdin)["key"])')
+trap '$w key revoke "$team_id" >/dev/null 2>&1 || true' EXIT
+tid=$(WARREN_API_KEY=$team $w create --ttl 600)
+echo "  the team's key ($team_id) lists $(WARREN_API_KEY=$team $w ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))') sandbox: $tid; the admin key lists every key's: $($w ls --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+tok=$(WARREN_API_KEY=$team $w token create "$tid" --scope read,exec --ttl 10m 2>/dev/null)
+echo "  a token for $tid: $(WARREN_API_KEY=$tok $w exec "$tid" -- echo hello from the agent)"
+echo "  the same token listing sandboxes: $(WARREN_API_KEY=$tok $w ls 2>&1 | head -1)"
+$w rm "$tid" >/dev/null
+$w key revoke "$team_id" >/dev/null
+trap - EXIT
+echo "  the team key's calls that changed something, from the audit trail: $($w audit --key "$team_id" --json | python3 -c 'import json,sys; print(", ".join(e["method"] + " " + str(e["status"]) for e in json.load(sys.stdin)))')"
 
 log "from Python (import warren): an agent's shell tool fixes a bug in a checkout at /work"
 python3 examples/python/shell_tool.py | sed 's/^/  /' | tail -8
