@@ -1,13 +1,13 @@
-"""End to end: sandbox tokens from Python (docs/security.md, "Sandbox tokens"): what a token
-may do on its sandbox, nothing elsewhere, and nothing once revoked."""
+"""End to end: sandbox tokens and API keys from Python (docs/security.md): what a token may do
+on its sandbox, nothing elsewhere, nothing once revoked; a scoped key sees only its own."""
 
 from __future__ import annotations
 
 import os
 
-from _support import E2ECase
+from _support import E2ECase, kill_quietly
 
-from warren import AuthenticationError, NotFoundError, PermissionDeniedError, Sandbox
+from warren import ApiKeys, AuthenticationError, NotFoundError, PermissionDeniedError, Sandbox, get_audit_trail
 
 
 class Tokens(E2ECase):
@@ -31,3 +31,27 @@ class Tokens(E2ECase):
         with self.assertRaises(AuthenticationError):
             agent.exec("true")
         self.assertNotEqual(made["token"], os.environ.get("WARREN_API_KEY"))
+
+
+class Keys(E2ECase):
+    def test_a_scoped_key_sees_only_its_own_and_its_calls_are_audited(self) -> None:
+        made = ApiKeys.create("py team", scopes=["sandboxes:create", "sandboxes:read", "sandboxes:manage"], quotas={"sandboxes": 2})
+        self.addCleanup(ApiKeys.revoke, made["id"])
+        self.assertTrue(made["key"].startswith("wk_"))
+        self.assertEqual(made["quotas"], {"sandboxes": 2})
+        mine = Sandbox.create(api_key=made["key"], ttl_seconds=600)
+        # With the admin key: the test rotates the team's secret away.
+        self.addCleanup(lambda: kill_quietly(Sandbox.connect(mine.id)))
+        admins = self.create()
+        self.assertEqual([s.id for s in Sandbox.list(api_key=made["key"])], [mine.id])
+        with self.assertRaises(NotFoundError):
+            Sandbox.connect(admins.id, api_key=made["key"])
+        with self.assertRaises(PermissionDeniedError):
+            ApiKeys.list(api_key=made["key"])
+        self.assertIn(made["id"], [k["id"] for k in ApiKeys.list()])
+        calls = get_audit_trail(key=made["id"])
+        self.assertEqual([(e["method"], e["path"], e["status"]) for e in calls], [("POST", "/v1/sandboxes", 201)])
+        rotated = ApiKeys.rotate(made["id"])
+        with self.assertRaises(AuthenticationError):
+            Sandbox.list(api_key=made["key"])
+        self.assertEqual([s.id for s in Sandbox.list(api_key=rotated["key"])], [mine.id])

@@ -70,6 +70,7 @@ from .stdin import StdinData
 from .templates import Template
 from .tools import Attempt, AsyncToolset, Toolset, async_best_of, best_of, tool_schemas
 from .usage import get_usage
+from .keys import ApiKeys, get_audit_trail
 from .watch import AsyncWatch, Watch, WatchEvent
 from .warm import bake, get_bake, get_pool, set_pool_size
 
@@ -109,6 +110,8 @@ __all__ = [
     "async_best_of",
     "tool_schemas",
     "get_usage",
+    "ApiKeys",
+    "get_audit_trail",
     "get_pool",
     "set_pool_size",
     "get_bake",
