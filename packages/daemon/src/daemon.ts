@@ -242,7 +242,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     owners: {
       sandbox: (id) => registry.ownerOf(id),
       snapshot: (id) => registry.getSnapshot(id)?.apiKeyId,
-      database: (name) => databases.ownerOf(name),
+      database: (name) => databases.apiKeyOf(name),
     },
     quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
     tokens,

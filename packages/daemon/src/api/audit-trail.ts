@@ -6,7 +6,7 @@ import type { MiddlewareHandler } from 'hono';
 import type { Logger } from 'pino';
 import type { ApiAudit } from '../keys/audit.js';
 import type { Principal } from '../keys/service.js';
-import { ruleFor, type AuthVars } from './auth.js';
+import type { AuthVars } from './auth.js';
 
 const MUTATING = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
 
@@ -14,7 +14,7 @@ export function auditTrail(audit: ApiAudit, log: Logger): MiddlewareHandler<Auth
   return async (c, next) => {
     await next();
     if (!MUTATING.has(c.req.method)) return;
-    const rule = ruleFor(c.req.method, c.req.path);
+    const rule = c.get('rule');
     // A create names its sandbox only in its answer; the route leaves the id here.
     const sandboxId = rule?.owns === 'sandbox' ? rule.id : c.get('createdSandbox');
     try {

@@ -20,6 +20,8 @@ export type AuthVars = {
     requestId: string;
     /** The sandbox a create made, for the audit trail. */
     createdSandbox: string | undefined;
+    /** The route's rule, found once by the key check (the audit trail names its sandbox). */
+    rule: RouteRule | undefined;
   };
 };
 
@@ -70,8 +72,10 @@ const RULES: Rule[] = [
   rule('*', '/mcp', null),
 ];
 
+export type RouteRule = { scope: Scope | null; owns?: Kind; id?: string };
+
 /** The rule of a route, if it has one of its own (tests check that every route does). */
-export function ruleFor(method: string, path: string): { scope: Scope | null; owns?: Kind; id?: string } | undefined {
+export function ruleFor(method: string, path: string): RouteRule | undefined {
   for (const r of RULES) {
     if (r.methods !== '*' && !r.methods.includes(method)) continue;
     const m = r.path.exec(path);
@@ -181,10 +185,12 @@ export function requireAccess(p: Principal, owners: Owners, kind: Kind, id: stri
 /** Authentication, then the route's scope and the ownership of what its path names. */
 export function authorizeRequests(access: Access): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
+    // Before the key check, so that a refused call's trail entry still names its sandbox.
+    const found = ruleFor(c.req.method, c.req.path);
+    c.set('rule', found);
     const p = authenticate(access, requestApiKey(c), requestAddress(c));
     c.set('principal', p);
     c.set('apiKeyId', p.keyId);
-    const found = ruleFor(c.req.method, c.req.path);
     const what = `${c.req.method} ${c.req.path}`;
     if (c.req.path !== '/v1/health') confine(p, found?.owns, found?.id, what);
     requireScope(p, found ? found.scope : 'admin', what);

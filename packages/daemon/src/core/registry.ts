@@ -155,6 +155,7 @@ CREATE TABLE IF NOT EXISTS snapshots (
 
 export class Registry {
   private db: Database.Database;
+  private selectOwner?: Database.Statement;
 
   constructor(file: string) {
     this.db = new Database(file);
@@ -207,7 +208,8 @@ export class Registry {
 
   /** The API key that made the sandbox (one indexed read: every request on a sandbox asks). */
   ownerOf(id: string): string | undefined {
-    return (this.db.prepare('SELECT api_key_id FROM sandboxes WHERE id = ?').get(id) as { api_key_id: string } | undefined)?.api_key_id;
+    this.selectOwner ??= this.db.prepare('SELECT api_key_id FROM sandboxes WHERE id = ?');
+    return (this.selectOwner.get(id) as { api_key_id: string } | undefined)?.api_key_id;
   }
 
   get(id: string): SandboxRecord | undefined {

@@ -151,7 +151,7 @@ export class SandboxService {
   }
 
   /** The API key that made the sandbox; undefined when there is no such sandbox. */
-  ownerOf(id: string): string | undefined {
+  apiKeyOf(id: string): string | undefined {
     return this.opts.registry.ownerOf(id);
   }
 

@@ -211,12 +211,8 @@ export class DatabaseService {
     return (await this.deps.sandboxes.guest(r.sandboxId, 'ports')).connectPort(POSTGRES_PORT);
   }
 
-  has(name: string): boolean {
-    return this.deps.store.get(name) !== undefined;
-  }
-
   /** The API key that owns NAME; undefined when there is no such database. */
-  ownerOf(name: string): string | undefined {
+  apiKeyOf(name: string): string | undefined {
     return this.deps.store.get(name)?.apiKeyId;
   }
 

@@ -157,14 +157,14 @@ export class WorkspaceDatabases {
     }
     const name = use?.database ?? alias;
     // A db: rule reaches only a database of the sandbox's own key, as if no other existed.
-    if (this.deps.databases.ownerOf(name) !== this.deps.sandboxes.ownerOf(sandboxId))
+    if (this.deps.databases.apiKeyOf(name) !== this.deps.sandboxes.apiKeyOf(sandboxId))
       throw new WarrenError('not_found', `no database named ${name} for this sandbox's API key`);
     return this.deps.databases.connect(name);
   }
 
   /** True when NAME was created here (owned by the caller); false when it existed and is attached. */
   private async ensure(name: string, apiKeyId: string): Promise<boolean> {
-    const key = this.deps.databases.ownerOf(name);
+    const key = this.deps.databases.apiKeyOf(name);
     if (key !== undefined) {
       // Names are one namespace for every key; what another key made stays out of reach.
       if (key !== apiKeyId) throw new WarrenError('conflict', `the database name ${name} is taken by another API key; pick another name`);

@@ -43,6 +43,10 @@ CREATE TABLE IF NOT EXISTS api_keys (
 `;
 
 export class KeyStore {
+  /** Run on every request (keys/service.ts authenticate): prepared once. */
+  private readonly selectByHash: Database.Statement;
+  private readonly selectById: Database.Statement;
+
   constructor(private readonly db: Database.Database) {
     db.exec(SCHEMA);
     const columns = (db.prepare('PRAGMA table_info(api_keys)').all() as Array<{ name: string }>).map((c) => c.name);
@@ -53,6 +57,8 @@ export class KeyStore {
     if (!columns.includes('rotated_at')) db.exec('ALTER TABLE api_keys ADD COLUMN rotated_at INTEGER');
     if (!columns.includes('quotas')) db.exec('ALTER TABLE api_keys ADD COLUMN quotas TEXT');
     if (!columns.includes('egress')) db.exec('ALTER TABLE api_keys ADD COLUMN egress TEXT');
+    this.selectByHash = db.prepare('SELECT * FROM api_keys WHERE hash = ?');
+    this.selectById = db.prepare('SELECT * FROM api_keys WHERE id = ?');
   }
 
   /** Adds a key; with `replace`, a key of that id gets this hash (the admin key file changed). */
@@ -78,12 +84,12 @@ export class KeyStore {
   }
 
   get(id: string): KeyRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM api_keys WHERE id = ?').get(id) as Row | undefined;
+    const row = this.selectById.get(id) as Row | undefined;
     return row && fromRow(row);
   }
 
   byHash(hash: string): KeyRecord | undefined {
-    const row = this.db.prepare('SELECT * FROM api_keys WHERE hash = ?').get(hash) as Row | undefined;
+    const row = this.selectByHash.get(hash) as Row | undefined;
     return row && fromRow(row);
   }
 

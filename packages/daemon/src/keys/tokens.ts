@@ -34,6 +34,8 @@ interface Row {
 
 export class SandboxTokens {
   private readonly log: Logger;
+  /** Run on every call a token makes: prepared once. */
+  private selectByHash?: Database.Statement;
 
   constructor(
     private readonly db: Database.Database,
@@ -109,7 +111,8 @@ CREATE INDEX IF NOT EXISTS sandbox_tokens_sandbox ON sandbox_tokens (sandbox_id)
 
   /** The principal of a token secret: its maker, on its one sandbox, with its scopes; or 401 saying why not. */
   authenticate(secret: string): Principal {
-    const r = this.db.prepare('SELECT * FROM sandbox_tokens WHERE hash = ?').get(sha256(secret)) as Row | undefined;
+    this.selectByHash ??= this.db.prepare('SELECT * FROM sandbox_tokens WHERE hash = ?');
+    const r = this.selectByHash.get(sha256(secret)) as Row | undefined;
     if (!r) throw new WarrenError('unauthenticated', 'invalid token');
     if (r.revoked_at !== null) throw new WarrenError('unauthenticated', `token ${r.id} was revoked at ${new Date(r.revoked_at).toISOString()}`);
     if (r.expires_at <= this.now()) throw new WarrenError('unauthenticated', `token ${r.id} expired at ${new Date(r.expires_at).toISOString()}`);
