@@ -308,8 +308,10 @@ test(
       assert.match(made.token, /^wt_/);
       const tok = { ...heidi, key: made.token };
       // What it may do, the way an agent would: the SDK with the token as its key.
-      const asAgent = await Sandbox.connect(sbx.id, conn(tok)).catch((e: Error) => e);
-      assert.ok(asAgent instanceof PermissionDeniedError, 'exec only: reading the sandbox needs read');
+      // The SDK as an agent would use it: connect (a GET of the sandbox, which any scope on it allows), then exec.
+      const asAgent = await Sandbox.connect(sbx.id, conn(tok));
+      assert.equal((await asAgent.exec('echo via the sdk')).stdout, 'via the sdk\n');
+      assert.equal((await call(tok, 'GET', `/v1/sandboxes/${sbx.id}/egress`)).status, 403, 'its egress log needs read');
       const ran = await call(tok, 'POST', `/v1/sandboxes/${sbx.id}/exec`, { argv: ['echo', 'via token'] });
       assert.equal(ran.status, 200, ran.text);
       assert.match(ran.text, /via token/);
@@ -330,6 +332,11 @@ test(
       );
       assert.equal((await call(tok, 'POST', `/v1/sandboxes/${other.id}/exec`, { argv: ['true'] })).status, 404, "its maker's other sandbox");
       assert.equal(await terminalUpgrade(tok, other.id), 404);
+      // A key with exec but not read makes an exec token (what it holds is what counts).
+      const execOnly = await key('exec only', ['sandboxes:create', 'sandboxes:exec']);
+      const itsOwn = await Sandbox.create({ ...conn(execOnly) });
+      assert.equal((await itsOwn.createToken({ scopes: ['exec'] })).scopes[0], 'exec');
+      await (await Sandbox.connect(itsOwn.id, d!.conn)).kill();
       // A key cannot grant what it does not hold.
       await assert.rejects(sbx.createToken({ scopes: ['files'] }), (e: Error) => e instanceof PermissionDeniedError && /sandboxes:files/.test(e.message));
       assert.deepEqual(

@@ -34,6 +34,13 @@ test('rules: scopes by kind of call, the resource a path names', () => {
   assert.deepEqual(ruleFor('PUT', '/v1/sandboxes/sb-1/files'), { scope: 'sandboxes:files', owns: 'sandbox', id: 'sb-1' });
   assert.deepEqual(ruleFor('PUT', '/v1/sandboxes/sb-1/network'), { scope: 'network:write', owns: 'sandbox', id: 'sb-1' });
   assert.deepEqual(ruleFor('GET', '/v1/sandboxes/sb-1/network'), { scope: 'sandboxes:read', owns: 'sandbox', id: 'sb-1' });
+  // The sandbox itself: read, or any scope that acts on it (the SDKs read it before they act).
+  assert.deepEqual(ruleFor('GET', '/v1/sandboxes/sb-1'), {
+    scope: 'sandboxes:read',
+    owns: 'sandbox',
+    id: 'sb-1',
+    orScopes: ['sandboxes:exec', 'sandboxes:files', 'sandboxes:manage', 'sandboxes:fork'],
+  });
   assert.deepEqual(ruleFor('DELETE', '/v1/sandboxes/sb-1'), { scope: 'sandboxes:manage', owns: 'sandbox', id: 'sb-1' });
   assert.deepEqual(ruleFor('POST', '/v1/databases/app/branches'), { scope: 'databases', owns: 'database', id: 'app' });
   assert.deepEqual(ruleFor('DELETE', '/v1/snapshots/snap-1'), { scope: 'sandboxes:fork', owns: 'snapshot', id: 'snap-1' });

@@ -40,10 +40,21 @@ interface Rule {
   path: RegExp;
   scope: Scope | null;
   owns?: Kind;
+  /** Other scopes that also allow the route (any one is enough). */
+  orScopes?: Scope[];
 }
 
 const SEG = '([^/]+)';
-const rule = (methods: string[] | '*', path: string, scope: Scope | null, owns?: Kind): Rule => ({ methods, path: new RegExp(`^${path}$`), scope, owns });
+const rule = (methods: string[] | '*', path: string, scope: Scope | null, owns?: Kind, orScopes?: Scope[]): Rule => ({
+  methods,
+  path: new RegExp(`^${path}$`),
+  scope,
+  ...(owns ? { owns } : {}),
+  ...(orScopes ? { orScopes } : {}),
+});
+
+/** Whoever may act on a sandbox may see it: the SDKs and the CLI read it before they act. */
+const ACTS_ON_A_SANDBOX: Scope[] = ['sandboxes:exec', 'sandboxes:files', 'sandboxes:manage', 'sandboxes:fork'];
 
 /** First match wins. A route with no rule needs `admin` (new routes are closed until given one). */
 const RULES: Rule[] = [
@@ -53,14 +64,15 @@ const RULES: Rule[] = [
   rule(['POST', 'PUT', 'DELETE'], `/v1/templates(?:/.*)?`, 'templates:build'),
   rule(['POST'], '/v1/sandboxes', 'sandboxes:create'),
   rule(['GET'], '/v1/sandboxes', 'sandboxes:read'),
-  rule(['GET'], `/v1/sandboxes/${SEG}(?:/network|/egress|/databases|/forwards)?`, 'sandboxes:read', 'sandbox'),
+  rule(['GET'], `/v1/sandboxes/${SEG}`, 'sandboxes:read', 'sandbox', ACTS_ON_A_SANDBOX),
+  rule(['GET'], `/v1/sandboxes/${SEG}/(?:network|egress|databases|forwards)`, 'sandboxes:read', 'sandbox'),
   rule(['PUT'], `/v1/sandboxes/${SEG}/network`, 'network:write', 'sandbox'),
   rule(['POST'], `/v1/sandboxes/${SEG}/(?:hibernate|resume|ttl)`, 'sandboxes:manage', 'sandbox'),
   rule(['DELETE'], `/v1/sandboxes/${SEG}`, 'sandboxes:manage', 'sandbox'),
   rule(['POST'], `/v1/sandboxes/${SEG}/(?:fork|snapshots)`, 'sandboxes:fork', 'sandbox'),
   rule(['POST'], `/v1/sandboxes/${SEG}/databases`, 'databases', 'sandbox'),
-  // Making a token also needs each scope it grants (keys/tokens.ts).
-  rule('*', `/v1/sandboxes/${SEG}/tokens(?:/[^/]+)?`, 'sandboxes:read', 'sandbox'),
+  // Any scope on the sandbox; making a token also needs each scope it grants (keys/tokens.ts).
+  rule('*', `/v1/sandboxes/${SEG}/tokens(?:/[^/]+)?`, 'sandboxes:read', 'sandbox', ACTS_ON_A_SANDBOX),
   rule('*', `/v1/sandboxes/${SEG}/files(?:/.*)?`, 'sandboxes:files', 'sandbox'),
   rule('*', `/v1/sandboxes/${SEG}/(?:exec|processes|terminals|tools|ports)(?:/.*)?`, 'sandboxes:exec', 'sandbox'),
   rule(['GET'], '/v1/snapshots', 'sandboxes:read'),
@@ -72,14 +84,14 @@ const RULES: Rule[] = [
   rule('*', '/mcp', null),
 ];
 
-export type RouteRule = { scope: Scope | null; owns?: Kind; id?: string };
+export type RouteRule = { scope: Scope | null; owns?: Kind; id?: string; orScopes?: Scope[] };
 
 /** The rule of a route, if it has one of its own (tests check that every route does). */
 export function ruleFor(method: string, path: string): RouteRule | undefined {
   for (const r of RULES) {
     if (r.methods !== '*' && !r.methods.includes(method)) continue;
     const m = r.path.exec(path);
-    if (m) return { scope: r.scope, ...(r.owns ? { owns: r.owns, id: decodeSegment(m[1]!) } : {}) };
+    if (m) return { scope: r.scope, ...(r.owns ? { owns: r.owns, id: decodeSegment(m[1]!) } : {}), ...(r.orScopes ? { orScopes: r.orScopes } : {}) };
   }
   return undefined;
 }
@@ -145,8 +157,8 @@ function confine(p: Principal, kind: Kind | undefined, id: string | undefined, w
 }
 
 /** 403 naming the scope unless the principal has it (admin has every scope). */
-export function requireScope(p: Principal, scope: Scope | null, what: string): void {
-  if (scope === null || p.admin || p.scopes.has(scope)) return;
+export function requireScope(p: Principal, scope: Scope | null, what: string, orScopes: readonly Scope[] = []): void {
+  if (scope === null || p.admin || p.scopes.has(scope) || orScopes.some((s) => p.scopes.has(s))) return;
   const who = p.tokenId ? `token ${p.tokenId}` : `API key ${p.keyId}`;
   throw new WarrenError('permission_denied', `${who} lacks the scope ${scope}, which ${what} needs`, { details: { scope } });
 }
@@ -193,7 +205,7 @@ export function authorizeRequests(access: Access): MiddlewareHandler<AuthVars> {
     c.set('apiKeyId', p.keyId);
     const what = `${c.req.method} ${c.req.path}`;
     if (c.req.path !== '/v1/health') confine(p, found?.owns, found?.id, what);
-    requireScope(p, found ? found.scope : 'admin', what);
+    requireScope(p, found ? found.scope : 'admin', what, found?.orScopes);
     // Ownership before anything else answers, so nothing tells another key's resource from a missing one.
     if (found?.owns && found.id) requireAccess(p, access.owners, found.owns, found.id);
     await next();
