@@ -8,6 +8,7 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import http from 'node:http';
+import { spawnSync } from 'node:child_process';
 import {
   ApiKeys,
   getAuditTrail,
@@ -21,7 +22,7 @@ import {
   type NewApiKey,
   type Scope,
 } from '@warren/sdk';
-import { startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { CLI, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 300_000 };
 let d: DaemonHandle | undefined;
@@ -413,3 +414,46 @@ test(
     }
   },
 );
+
+test("from inside a sandbox: a db: rule naming another key's database reaches nothing, even with its password; the owner's sandbox reaches it", T, async () => {
+  const ann = await key('ann');
+  const ben = await key('ben');
+  const db = await Database.create('anns', conn(ann));
+  const password = new URL(await db.url()).password;
+  const inside = `postgres://postgres:${password}@anns.db.warren:5432/anns`;
+  // The postgres template has psql. Ben's key may write egress rules and names Ann's database in one.
+  const bens = await Sandbox.create({ ...conn(ben), template: 'postgres', network: { allow: ['db:anns'] } });
+  const anns = await Sandbox.create({ ...conn(ann), template: 'postgres', network: { allow: ['db:anns'] } });
+  try {
+    for (const user of ['user', 'root']) {
+      const stolen = await bens.exec(['psql', inside, '-X', '-At', '-c', 'SELECT 1'], { user, timeoutSeconds: 60 });
+      assert.notEqual(stolen.exitCode, 0, `as ${user}: ${stolen.stdout}`);
+    }
+    const own = await anns.exec(['psql', inside, '-X', '-At', '-c', 'SELECT 42'], { user: 'user', timeoutSeconds: 60 });
+    assert.equal(own.stdout.trim(), '42', own.stderr);
+  } finally {
+    await bens.kill();
+    await anns.kill();
+    await db.delete();
+  }
+});
+
+test('warren audit and warren key ls never hand the terminal a control character from a path or a key name', T, async () => {
+  const evil = await ApiKeys.create({ name: 'plain name' }, d!.conn);
+  // A path with an escape sequence (percent-encoded, as any client may send it).
+  await call(evil, 'POST', '/v1/sandboxes/sb-%1b%5b31mred%1b%5b0m/hibernate');
+  const run = (args: string[]) =>
+    spawnSync(process.execPath, [CLI, ...args], { encoding: 'utf8', env: { ...process.env, WARREN_URL: d!.url, WARREN_API_KEY: d!.apiKey } });
+  const audit = run(['audit', '--key', evil.id]);
+  assert.equal(audit.status, 0, audit.stderr);
+  assert.match(audit.stdout, /hibernate/);
+  assert.equal(/\x1b/.test(audit.stdout), false, `raw ESC in: ${JSON.stringify(audit.stdout)}`);
+  // Whatever form the trail keeps the path in, it is there, and the terminal gets it escaped.
+  const entry = (await getAuditTrail({ key: evil.id }, d!.conn)).find((e) => e.path.includes('hibernate'));
+  assert.ok(entry && /red/.test(entry.path), JSON.stringify(entry));
+  // Key names are plain text by rule: one with a control character is refused.
+  await assert.rejects(ApiKeys.create({ name: 'bad\x1b[31m' }, d!.conn), /a key name is/);
+  const ls = run(['key', 'ls']);
+  assert.equal(ls.status, 0, ls.stderr);
+  assert.equal(/\x1b/.test(ls.stdout), false);
+});
