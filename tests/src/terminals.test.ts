@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Sandbox, type PtyHandle } from '@warren/sdk';
-import type { TerminalInfo, TerminalOutputEvent } from '@warren/protocol';
+import { TERMINAL_BEARER_SUBPROTOCOL_PREFIX, TERMINAL_SUBPROTOCOL, type TerminalInfo, type TerminalOutputEvent } from '@warren/protocol';
 import { REPO, eventually, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 90_000 };
@@ -179,7 +179,10 @@ test('an attached terminal keeps its sandbox awake; a detached one hibernates wi
 });
 
 /** A raw upgrade request: the status it got, and whether the socket was upgraded. */
-function upgrade(pathAndQuery: string, headers: Record<string, string>): Promise<{ status: number; body: string; upgraded: boolean }> {
+function upgrade(
+  pathAndQuery: string,
+  headers: Record<string, string>,
+): Promise<{ status: number; body: string; upgraded: boolean; protocol?: string; firstFrame?: string }> {
   const url = new URL(d.url);
   return new Promise((resolve, reject) => {
     const req = http.request({
@@ -194,9 +197,21 @@ function upgrade(pathAndQuery: string, headers: Record<string, string>): Promise
         ...headers,
       },
     });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve({ status: 101, body: '', upgraded: true });
+    req.on('upgrade', (res, socket, head) => {
+      const protocol = res.headers['sec-websocket-protocol'];
+      // The server's first frame (ready): unmasked text, short enough for a one-byte length.
+      let bytes = head;
+      const done = () => {
+        socket.destroy();
+        const length = (bytes[1] ?? 0) & 0x7f;
+        resolve({ status: 101, body: '', upgraded: true, protocol, firstFrame: bytes.subarray(2, 2 + length).toString('utf8') });
+      };
+      if (bytes.length >= 2 && bytes.length >= 2 + ((bytes[1] ?? 0) & 0x7f)) return done();
+      socket.on('data', (chunk: Buffer) => {
+        bytes = Buffer.concat([bytes, chunk]);
+        if (bytes.length >= 2 && bytes.length >= 2 + ((bytes[1] ?? 0) & 0x7f)) done();
+      });
+      socket.on('error', reject);
     });
     req.on('response', (res) => {
       let body = '';
@@ -225,6 +240,34 @@ test('refused before the upgrade: no key, a wrong key, a bad size, an unknown sa
   assert.equal((await upgrade('/v1/sandboxes/sb-nosuch/pty', auth)).status, 404);
   assert.equal((await upgrade(`${route}/term-0000000000000000`, auth)).status, 404);
   assert.equal((await sbx.pty.list()).length, count, 'no terminal was opened by a refused request');
+});
+
+test("a browser's way in: a sandbox token offered as a subprotocol, never echoed back", T, async () => {
+  const route = `/v1/sandboxes/${sbx.id}/pty?cols=80&rows=24`;
+  const token = (await sbx.createToken({ scopes: ['exec'], ttlSeconds: 300 })).token;
+  const offer = (secret: string) => ({ 'sec-websocket-protocol': `${TERMINAL_SUBPROTOCOL}, ${TERMINAL_BEARER_SUBPROTOCOL_PREFIX}${secret}` });
+  const ok = await upgrade(route, offer(token));
+  assert.deepEqual([ok.status, ok.protocol], [101, TERMINAL_SUBPROTOCOL]);
+  const ready = JSON.parse(ok.firstFrame ?? '{}') as { type?: string; terminalId?: string };
+  assert.equal(ready.type, 'ready', `first frame: ${ok.firstFrame}`);
+  await sbx.pty.kill(ready.terminalId ?? '');
+
+  const wrong = await upgrade(route, offer('wt_wrong'));
+  assert.deepEqual([wrong.status, wrong.upgraded], [401, false]);
+  const readOnly = (await sbx.createToken({ scopes: ['read'], ttlSeconds: 300 })).token;
+  const noExec = await upgrade(route, offer(readOnly));
+  assert.deepEqual([noExec.status, noExec.upgraded], [403, false]);
+  assert.match(noExec.body, /sandboxes:exec/);
+  const other = await d.create();
+  try {
+    const elsewhere = await upgrade(`/v1/sandboxes/${other.id}/pty`, offer(token));
+    assert.deepEqual([elsewhere.status, elsewhere.upgraded], [404, false], 'a token reaches its own sandbox only');
+  } finally {
+    await other.kill();
+  }
+  // The query string is not a place for a credential: it is not read from there.
+  const inQuery = await upgrade(`${route}&token=${token}`, {});
+  assert.equal(inQuery.status, 401);
 });
 
 test('plain HTTP: create, input, output as NDJSON with offsets, resize, kill', T, async () => {

@@ -53,3 +53,12 @@ export interface TerminalOpenParams {
   env?: Record<string, string>;
   user?: string;
 }
+
+/**
+ * WebSocket subprotocols of the terminal socket. A browser cannot set headers on a WebSocket,
+ * so it offers its credential as a second subprotocol: `new WebSocket(url,
+ * [TERMINAL_SUBPROTOCOL, TERMINAL_BEARER_SUBPROTOCOL_PREFIX + token])`. The daemon answers
+ * with TERMINAL_SUBPROTOCOL only, so the secret is never echoed back.
+ */
+export const TERMINAL_SUBPROTOCOL = 'warren.terminal.v1';
+export const TERMINAL_BEARER_SUBPROTOCOL_PREFIX = 'warren.bearer.';

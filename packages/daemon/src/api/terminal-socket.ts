@@ -4,7 +4,8 @@
  *   GET /v1/sandboxes/:id/pty?cols=&rows=&cwd=&user=&cmd=&argv=...&env=NAME=value   new terminal
  *   GET /v1/sandboxes/:id/pty/:terminalId?offset=N                                  attach again
  *
- * Binary frames are terminal bytes both ways; text frames are JSON control messages. Every
+ * Binary frames are terminal bytes both ways; text frames are JSON control messages. The key
+ * or token comes in a header, or from a browser as a subprotocol (socketSecret). Every
  * check (API key, the query, the sandbox and terminal) happens before the upgrade, so a
  * refused client gets a plain HTTP status and a JSON error, never an open socket.
  */
@@ -12,7 +13,16 @@ import { STATUS_CODES, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { WebSocketServer, type RawData, type WebSocket } from 'ws';
-import { ErrorCodes, TerminalClientMessage, TerminalCreateRequest, WarrenError, parse, type TerminalServerMessage } from '@warren/protocol';
+import {
+  ErrorCodes,
+  TERMINAL_BEARER_SUBPROTOCOL_PREFIX,
+  TERMINAL_SUBPROTOCOL,
+  TerminalClientMessage,
+  TerminalCreateRequest,
+  WarrenError,
+  parse,
+  type TerminalServerMessage,
+} from '@warren/protocol';
 import type { AttachedTerminal, TerminalService } from '../core/terminals.js';
 import { parsePortHost } from '../network/ports.js';
 import { authorizeSandboxCall, bearerKey, sourceAddress, type Access } from './auth.js';
@@ -34,7 +44,12 @@ export interface TerminalSocketDeps {
 
 /** Handles upgrades to the terminal paths of the API's host; every other upgrade goes to `next`. */
 export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler): UpgradeHandler {
-  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_CLIENT_FRAME_BYTES });
+  const wss = new WebSocketServer({
+    noServer: true,
+    maxPayload: MAX_CLIENT_FRAME_BYTES,
+    // Never the bearer entry: the answer would echo the secret.
+    handleProtocols: (offered) => (offered.has(TERMINAL_SUBPROTOCOL) ? TERMINAL_SUBPROTOCOL : false),
+  });
   return (req, socket, head) => {
     const url = new URL(req.url ?? '/', 'http://daemon');
     const match = PTY_PATH.exec(url.pathname);
@@ -48,7 +63,7 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
     void (async () => {
       let created: string | undefined;
       try {
-        authorizeSandboxCall(deps.access, bearerKey(req.headers), sourceAddress(req.socket), sandboxId, 'sandboxes:exec', 'a terminal');
+        authorizeSandboxCall(deps.access, socketSecret(req), sourceAddress(req.socket), sandboxId, 'sandboxes:exec', 'a terminal');
         if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
           throw new WarrenError('invalid_argument', 'this path takes a WebSocket upgrade (Upgrade: websocket)');
         let offset = offsetQuery(url);
@@ -74,6 +89,19 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
       }
     })();
   };
+}
+
+/**
+ * The key or token of an upgrade: the headers API clients send, else the bearer subprotocol a
+ * browser offers (it cannot set headers on a WebSocket). Not the query string: URLs end up
+ * in logs and histories.
+ */
+function socketSecret(req: IncomingMessage): string {
+  const fromHeaders = bearerKey(req.headers);
+  if (fromHeaders) return fromHeaders;
+  const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
+  const bearer = offered.find((p) => p.startsWith(TERMINAL_BEARER_SUBPROTOCOL_PREFIX));
+  return bearer?.slice(TERMINAL_BEARER_SUBPROTOCOL_PREFIX.length) ?? '';
 }
 
 /** The create request a query string carries; numbers are checked by the schema. */
