@@ -19,6 +19,7 @@ import {
   PermissionDeniedError,
   Sandbox,
   Snapshots,
+  Template,
   type NewApiKey,
   type Scope,
 } from '@warren/sdk';
@@ -198,6 +199,79 @@ test('scopes: each missing one is a 403 naming it; network:write guards widening
   }
 });
 
+test("templates: a key's own are private to it; shared ones only an admin key changes; no host files, pools or cache prunes for other keys", T, async () => {
+  const scopes: Scope[] = ['templates:build', 'sandboxes:create', 'sandboxes:read', 'sandboxes:exec', 'sandboxes:manage'];
+  const carol = await key('carol', scopes);
+  const dave = await key('dave', scopes);
+  const name = `keys-own-${Date.now().toString(36)}`;
+  // Its run steps get no network: the daemon on the host's loopback is out of reach (an
+  // operator's build steps share the host's network, for apt).
+  const port = new URL(d!.url).port;
+  const probe = `echo carols > /etc/whose; if bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}' 2>/dev/null; then echo daemon-reached; else echo daemon-unreachable; fi`;
+  const log: string[] = [];
+  await Template.buildRecipe(
+    { name, from: 'base', steps: [{ type: 'run', cmd: probe, user: 'root' }] },
+    { ...conn(carol), onEvent: (e) => e.type === 'log' && log.push(e.line) },
+  );
+  assert.match(log.join('\n'), /daemon-unreachable/, log.join('\n'));
+  try {
+    const names = async (k: NewApiKey) => (await Template.list(conn(k))).map((t) => t.name);
+    assert.ok((await names(carol)).includes(name));
+    assert.ok(
+      (await Template.list(d!.conn)).some((t) => t.name === name),
+      'the admin key sees every template',
+    );
+    assert.ok(!(await names(dave)).includes(name));
+    assert.ok((await names(dave)).includes('base'), 'shared templates are listed for every key');
+
+    // To dave it reads exactly as a name that exists nowhere, the 404's list of templates included.
+    const hidden = await call(dave, 'GET', `/v1/templates/${name}`);
+    const missing = await call(dave, 'GET', '/v1/templates/keys-own-none');
+    assert.equal(hidden.status, 404);
+    assert.equal(hidden.text.replaceAll(name, 'X'), missing.text.replaceAll('keys-own-none', 'X'));
+    assert.equal((await call(dave, 'POST', '/v1/sandboxes', { template: name })).status, 404);
+    assert.equal((await call(dave, 'DELETE', `/v1/templates/${name}`)).status, 404);
+    assert.equal((await call(dave, 'GET', `/v1/templates/${name}/pool`)).status, 404);
+    await assert.rejects(
+      Template.buildRecipe({ name, from: 'base', steps: [{ type: 'run', cmd: 'echo daves > /etc/whose' }] }, conn(dave)),
+      (e: Error) => e instanceof ConflictError && /is taken/.test(e.message),
+    );
+    await assert.rejects(Template.buildRecipe({ name: `${name}-x`, from: name, steps: [] }, conn(dave)), NotFoundError);
+
+    const sbx = await Sandbox.create({ ...conn(carol), template: name });
+    try {
+      assert.equal((await sbx.exec('cat /etc/whose')).stdout, 'carols\n', 'the owner creates from it, built as it built it');
+    } finally {
+      await sbx.kill();
+    }
+
+    // What every key's sandboxes run is the operator's: carol cannot replace or remove base.
+    const base = await call(carol, 'DELETE', '/v1/templates/base');
+    assert.equal(base.status, 403, base.text);
+    assert.match(base.text, /only an admin key may remove it/);
+    await assert.rejects(
+      Template.buildRecipe({ name: 'base', from: 'debian:bookworm', steps: [] }, conn(carol)),
+      (e: Error) => e instanceof PermissionDeniedError && /shared by every key/.test(e.message),
+    );
+    // A build context is a directory of the daemon's host; its files would land in carol's template.
+    const ctx = await call(carol, 'POST', '/v1/templates/build', {
+      name: `${name}-ctx`,
+      from: 'base',
+      contextDir: '/var/lib/warren',
+      steps: [{ type: 'copy', src: 'admin.key', dest: '/k' }],
+    });
+    assert.equal(ctx.status, 403, ctx.text);
+    assert.match(ctx.text, /contextDir/);
+    assert.equal((await call(carol, 'POST', '/v1/templates/prune', {})).status, 403);
+    assert.equal((await call(carol, 'PUT', `/v1/templates/${name}/pool`, { size: 5 })).status, 403);
+    assert.equal((await Template.list(conn(carol))).filter((t) => t.name.startsWith(`${name}-`)).length, 0, 'refused builds left nothing');
+  } finally {
+    await Template.delete(name, conn(carol));
+  }
+  // Removed, the name is free again for any key.
+  assert.equal((await call(dave, 'GET', `/v1/templates/${name}`)).status, 404);
+});
+
 test('revoked and rotated-away secrets are refused; keys and ownership outlive a daemon restart', T, async () => {
   const carol = await key('carol');
   const dave = await key('dave');
@@ -262,6 +336,29 @@ test('quotas: past a limit a create or fork is a 429 naming it (Retry-After for 
   } finally {
     await first.kill();
     await second.kill().catch(() => undefined);
+  }
+});
+
+test('quotas: creates racing for the last slot do not both pass; a resume, asked for or caused by a call, counts as running', T, async () => {
+  const ivan = await ApiKeys.create({ name: 'ivan', quotas: { sandboxes: 1 } }, d!.conn);
+  const racing = await Promise.all([1, 2, 3].map(() => call(ivan, 'POST', '/v1/sandboxes', {})));
+  const made = racing.filter((r) => r.status === 201).map((r) => (JSON.parse(r.text) as { id: string }).id);
+  try {
+    assert.deepEqual(racing.map((r) => r.status).sort(), [201, 429, 429], racing.map((r) => r.text).join('\n'));
+    const a = await Sandbox.connect(made[0]!, conn(ivan));
+    await a.hibernate();
+    const b = await Sandbox.create({ ...conn(ivan) });
+    made.push(b.id);
+    const resume = await call(ivan, 'POST', `/v1/sandboxes/${a.id}/resume`, {});
+    assert.equal(resume.status, 429, resume.text);
+    assert.match(resume.text, /quota sandboxes = 1: it holds 1 and this resume adds 1/);
+    const exec = await call(ivan, 'POST', `/v1/sandboxes/${a.id}/exec`, { cmd: 'true' });
+    assert.equal(exec.status, 429, `a call that would resume it is refused too: ${exec.text}`);
+    assert.equal((await a.refresh()).state, 'hibernated', 'nothing was resumed');
+    await b.kill();
+    assert.equal((await a.exec('echo back')).stdout, 'back\n', 'with room again, a call resumes it');
+  } finally {
+    for (const id of made) await call(ivan, 'DELETE', `/v1/sandboxes/${id}`);
   }
 });
 
@@ -344,6 +441,10 @@ test(
         (await sbx.tokens()).map((t) => [t.id, t.state]),
         [[made.id, 'active']],
       );
+      // The trail names the token and its maker, so the maker's trail has the token's calls.
+      const tokenCalls = (await getAuditTrail({ key: heidi.id, sandbox: sbx.id }, d!.conn)).filter((e) => e.tokenId === made.id);
+      assert.ok(tokenCalls.length > 0, 'the token exec is in its maker key trail');
+      assert.ok(tokenCalls.every((e) => e.keyId === heidi.id));
       await sbx.revokeToken(made.id);
       const revoked = await call(tok, 'POST', `/v1/sandboxes/${sbx.id}/exec`, { argv: ['true'] });
       assert.equal(revoked.status, 401);

@@ -142,7 +142,7 @@ export function registerKeyCommands(program: Command): void {
   program
     .command('audit')
     .description('the API audit trail (admin key): every call that changed something, who made it, on what, and its status')
-    .option('--key <id>', 'only calls made with this API key')
+    .option('--key <id>', 'only calls made with this API key (and with the sandbox tokens it made)')
     .option('--sandbox <id>', 'only calls on this sandbox')
     .option('--since <when>', 'from this time: ISO 8601, or a duration back from now (30m, 2h, 7d)')
     .option('--limit <n>', 'at most this many entries, oldest first (default 1000)', positiveInt('--limit'))
@@ -165,7 +165,14 @@ export function registerKeyCommands(program: Command): void {
       process.stdout.write(
         table([
           ['TIME', 'KEY', 'STATUS', 'METHOD', 'PATH', 'REQUEST'],
-          ...entries.map((e) => [e.time.replace('T', ' ').slice(0, 23), e.keyId ?? '-', String(e.status), e.method, e.path, e.requestId]),
+          ...entries.map((e) => [
+            e.time.replace('T', ' ').slice(0, 23),
+            e.tokenId ? `${e.keyId ?? '-'} (${e.tokenId})` : (e.keyId ?? '-'),
+            String(e.status),
+            e.method,
+            e.path,
+            e.requestId,
+          ]),
         ]),
       );
     });

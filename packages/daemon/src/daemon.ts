@@ -55,6 +55,7 @@ import { DatabaseService } from './databases/service.js';
 import { DatabaseStore } from './databases/store.js';
 import { DatabaseUses } from './databases/uses.js';
 import { WorkspaceDatabases } from './databases/workspaces.js';
+import { TemplateAccess, TemplateOwners } from './templates/owners.js';
 
 export const VERSION = (JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')) as { version: string }).version;
 
@@ -247,7 +248,13 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
     tokens,
     failures: new AuthFailureLimiter(config.authFailuresPerMinute),
+    templates: new TemplateAccess(templates, new TemplateOwners(registry.database)),
   };
+  // A resume, asked for or caused by a call, counts against its owner's quota of running sandboxes.
+  sandboxes.onResumeAdmission((id) => {
+    const keyId = registry.ownerOf(id);
+    return access.quotas.admitResume(keyId ?? '', keyId ? keys.quotasOf(keyId) : undefined, sandboxes.resourcesOf(id));
+  });
   const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const audit = new ApiAudit(registry.database);
   const pruneAudit = () => {
@@ -264,7 +271,6 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     sandboxes,
     exec,
     files,
-    templates,
     templateService,
     pool,
     baker,

@@ -112,8 +112,10 @@ export interface ApiKeyList {
 export interface ApiAuditEntry {
   id: number;
   time: string;
-  /** The key that made it; absent when it carried no valid key (a 401). */
+  /** The key that made it (for a sandbox token, the key that made the token); absent when it carried no valid key (a 401). */
   keyId?: string;
+  /** The sandbox token it carried, if it came with one instead of a key. */
+  tokenId?: string;
   method: string;
   path: string;
   /** The sandbox the path names, if it names one. */

@@ -8,7 +8,6 @@ import type { Registry } from '../core/registry.js';
 import type { SandboxService } from '../core/sandboxes.js';
 import type { ExecService } from '../core/exec.js';
 import type { FileService } from '../core/files.js';
-import type { TemplateCatalog } from '../templates/catalog.js';
 import { authorizeRequests, type Access, type AuthVars } from './auth.js';
 import { keyRoutes } from './routes/keys.js';
 import { auditRoutes } from './routes/audit.js';
@@ -53,7 +52,6 @@ export interface ApiDeps {
   sandboxes: SandboxService;
   exec: ExecService;
   files: FileService;
-  templates: TemplateCatalog;
   templateService: TemplateService;
   pool: WarmPool;
   baker: Baker;
@@ -108,9 +106,9 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   });
 
   app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive(), runsc: deps.runsc } satisfies HealthInfo));
-  app.route('/v1/templates', templateRoutes(deps.templateService, deps.log));
+  app.route('/v1/templates', templateRoutes(deps.templateService, deps.access.templates, deps.log));
   app.get('/metrics', (c) => c.text(metricsText(deps.pool, deps.registry.countLive()), 200, { 'content-type': 'text/plain; version=0.0.4' }));
-  app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.templates));
+  app.route('/v1/templates', warmRoutes(deps.pool, deps.baker, deps.access.templates));
   app.route('/v1/sandboxes', sandboxRoutes(deps.sandboxes, deps.snapshots, deps.egressLog, deps.workspaceDatabases, deps.access));
   app.route('/v1/snapshots', snapshotRoutes(deps.snapshots));
   app.route('/v1/sandboxes', portRoutes(deps.ports));

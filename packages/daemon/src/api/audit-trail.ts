@@ -20,8 +20,9 @@ export function auditTrail(audit: ApiAudit, log: Logger): MiddlewareHandler<Auth
     try {
       audit.record({
         time: Date.now(),
-        // Unset when the key check refused the call.
-        keyId: principalName(c.get('principal') as Principal | undefined),
+        // Unset when the key check refused the call; a token's calls name its maker too, so
+        // that a key's trail has them.
+        ...whoCalled(c.get('principal') as Principal | undefined),
         method: c.req.method,
         path: c.req.path,
         ...(sandboxId ? { sandboxId } : {}),
@@ -35,7 +36,8 @@ export function auditTrail(audit: ApiAudit, log: Logger): MiddlewareHandler<Auth
   };
 }
 
-/** Who made a call: the key, or the sandbox token (whose maker its own entry names). */
-function principalName(p: Principal | undefined): string | undefined {
-  return p?.tokenId ?? p?.keyId;
+/** Who made a call: the key, and the sandbox token if it carried one. */
+function whoCalled(p: Principal | undefined): { keyId?: string; tokenId?: string } {
+  if (!p) return {};
+  return { keyId: p.keyId, ...(p.tokenId ? { tokenId: p.tokenId } : {}) };
 }

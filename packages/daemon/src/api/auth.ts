@@ -11,6 +11,7 @@ import type { AuthFailureLimiter } from '../keys/auth-failures.js';
 import type { QuotaGate } from '../keys/quotas.js';
 import type { KeyService, Principal } from '../keys/service.js';
 import { TOKEN_PREFIX, type SandboxTokens } from '../keys/tokens.js';
+import type { TemplateAccess } from '../templates/owners.js';
 
 export type AuthVars = {
   Variables: {
@@ -219,6 +220,8 @@ export interface Access {
   owners: Owners;
   quotas: QuotaGate;
   failures: AuthFailureLimiter;
+  /** Which templates a key sees and may change. */
+  templates: TemplateAccess;
 }
 
 /**

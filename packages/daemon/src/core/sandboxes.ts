@@ -68,6 +68,7 @@ export class SandboxService {
   private readonly forker: Forker;
   private readonly snapshotter: Snapshotter;
   private readonly heartbeat: Heartbeat;
+  private admitResume?: (id: string) => { release(): void };
 
   constructor(private opts: SandboxServiceOptions) {
     this.log = opts.log;
@@ -104,8 +105,23 @@ export class SandboxService {
     return this.hibernation.hibernate(id, reason);
   }
 
-  resume(id: string): Promise<SandboxInfo> {
-    return this.hibernation.resume(id);
+  /**
+   * Resumes a hibernated sandbox (an explicit resume, or any call that needs it running). The
+   * admission check runs first and may refuse it (a key's quota); what it admitted is held
+   * until the resume has ended.
+   */
+  async resume(id: string): Promise<SandboxInfo> {
+    const admitted = this.opts.registry.get(id)?.state === 'hibernated' ? this.admitResume?.(id) : undefined;
+    try {
+      return await this.hibernation.resume(id);
+    } finally {
+      admitted?.release();
+    }
+  }
+
+  /** Checks each resume before it starts; throws to refuse it. */
+  onResumeAdmission(check: (id: string) => { release(): void }): void {
+    this.admitResume = check;
   }
 
   /**

@@ -1,5 +1,5 @@
 /**
- * The API's audit trail (docs/security.md): who (key id), what (method, path, the sandbox it
+ * The API's audit trail (docs/security.md): who (key id, and the sandbox token if one was used), what (method, path, the sandbox it
  * names), when and with what result, for every call that changes something. Kept in the
  * daemon's SQLite for a retention period; read by admin keys with GET /v1/audit.
  */
@@ -13,6 +13,7 @@ interface Row {
   id: number;
   time: number;
   key_id: string | null;
+  token_id: string | null;
   method: string;
   path: string;
   sandbox_id: string | null;
@@ -47,8 +48,11 @@ CREATE INDEX IF NOT EXISTS api_audit_time ON api_audit (time);
 CREATE INDEX IF NOT EXISTS api_audit_key ON api_audit (key_id, id);
 CREATE INDEX IF NOT EXISTS api_audit_sandbox ON api_audit (sandbox_id, id);
 `);
+    // Trails from before tokens were named apart: their token calls name the token as key_id.
+    const columns = (db.prepare('PRAGMA table_info(api_audit)').all() as Array<{ name: string }>).map((c) => c.name);
+    if (!columns.includes('token_id')) db.exec('ALTER TABLE api_audit ADD COLUMN token_id TEXT');
     this.insert = db.prepare(
-      'INSERT INTO api_audit (time, key_id, method, path, sandbox_id, status, request_id) VALUES (@time, @key_id, @method, @path, @sandbox_id, @status, @request_id)',
+      'INSERT INTO api_audit (time, key_id, token_id, method, path, sandbox_id, status, request_id) VALUES (@time, @key_id, @token_id, @method, @path, @sandbox_id, @status, @request_id)',
     );
   }
 
@@ -56,6 +60,7 @@ CREATE INDEX IF NOT EXISTS api_audit_sandbox ON api_audit (sandbox_id, id);
     this.insert.run({
       time: e.time,
       key_id: e.keyId ?? null,
+      token_id: e.tokenId ?? null,
       method: e.method,
       path: e.path.slice(0, MAX_PATH),
       sandbox_id: e.sandboxId ?? null,
@@ -88,6 +93,7 @@ CREATE INDEX IF NOT EXISTS api_audit_sandbox ON api_audit (sandbox_id, id);
       id: r.id,
       time: new Date(r.time).toISOString(),
       ...(r.key_id !== null ? { keyId: r.key_id } : {}),
+      ...(r.token_id !== null ? { tokenId: r.token_id } : {}),
       method: r.method,
       path: r.path,
       ...(r.sandbox_id !== null ? { sandboxId: r.sandbox_id } : {}),

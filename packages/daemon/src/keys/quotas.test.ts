@@ -11,7 +11,7 @@ test('quotas: held sandboxes, vCPUs and memory; a key without quotas is not limi
   const held: SandboxSize[] = [small, small];
   const gate = new QuotaGate(() => held);
   const p: Principal = { keyId: 'key-a', scopes: new Set(), admin: false, quotas: { sandboxes: 3, vcpus: 3.5, memoryMB: 2048 } };
-  gate.admit(p, 'create', 1, small);
+  gate.admit(p, 'create', 1, small).release();
   assert.throws(() => gate.admit(p, 'fork', 2, small), refusedFor('sandboxes'));
   assert.throws(() => gate.admit(p, 'create', 1, { cpus: 2, memoryMB: 64 }), refusedFor('vcpus'));
   assert.throws(() => gate.admit(p, 'create', 1, { cpus: 1, memoryMB: 1536 }), refusedFor('memoryMB'));
@@ -37,4 +37,24 @@ test('quotas per minute: refused with the seconds until the oldest start leaves 
   assert.throws(() => gate.admit(p, 'fork', 1, small), refusedFor('forksPerMinute'));
   now = 60_001;
   gate.admit(p, 'create', 1, small);
+});
+
+test('quotas: room is held from admission to release, so calls racing for the last slot do not both pass; resumes count', () => {
+  const held: SandboxSize[] = [small];
+  const gate = new QuotaGate(() => held);
+  const p: Principal = { keyId: 'key-a', scopes: new Set(), admin: false, quotas: { sandboxes: 2 } };
+  const first = gate.admit(p, 'create', 1, small);
+  // The registry does not show the first one yet; the gate does.
+  assert.throws(() => gate.admit(p, 'create', 1, small), refusedFor('sandboxes'));
+  first.release();
+  const second = gate.admit(p, 'create', 1, small);
+  held.push(small); // it is in the registry now
+  second.release();
+  assert.throws(
+    () => gate.admitResume('key-a', p.quotas, small),
+    (e: Error) => refusedFor('sandboxes')(e) && /this resume adds 1/.test(e.message),
+  );
+  held.pop(); // one of them hibernated
+  gate.admitResume('key-a', p.quotas, small).release();
+  gate.admitResume('key-a', undefined, small).release();
 });

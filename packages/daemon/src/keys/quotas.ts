@@ -1,7 +1,9 @@
 /**
  * Quotas per API key (docs/security.md): how many sandboxes a key may hold running, with how
  * many vCPUs and how much memory, and how many it may start per minute. Checked before a
- * create or fork does anything, so a refusal leaves nothing behind.
+ * create, fork or resume does anything, so a refusal leaves nothing behind. What a call was
+ * admitted for is held until it ends (release), so that calls racing for the last slot do not
+ * both pass: until then the registry may not show what it is making.
  */
 import { WarrenError, type KeyQuotas } from '@warren/protocol';
 import type { Principal } from './service.js';
@@ -16,9 +18,18 @@ export interface SandboxSize {
 /** What a key holds now: its sandboxes being created or running. */
 export type HeldBy = (keyId: string) => SandboxSize[];
 
+/** Room a call was admitted for; release it once the call has ended, whichever way. */
+export interface Admission {
+  release(): void;
+}
+
+const NOTHING_HELD: Admission = { release: () => {} };
+
 export class QuotaGate {
   /** Start times within the last minute, per key and kind. */
   private readonly starts = new Map<string, number[]>();
+  /** Sandboxes admitted and not yet released, per key. */
+  private readonly pending = new Map<string, Set<SandboxSize[]>>();
 
   constructor(
     private readonly heldBy: HeldBy,
@@ -26,27 +37,56 @@ export class QuotaGate {
   ) {}
 
   /** 429 naming the limit unless `count` more sandboxes of `size` fit the key's quotas; records them as started. */
-  admit(p: Principal, kind: 'create' | 'fork', count: number, size: SandboxSize): void {
+  admit(p: Principal, kind: 'create' | 'fork', count: number, size: SandboxSize): Admission {
     const q = p.quotas;
-    if (!q) return;
-    const held = this.heldBy(p.keyId);
+    if (!q) return NOTHING_HELD;
+    this.fitHeld(p.keyId, q, kind, count, size);
+    this.fitRate(p.keyId, q, kind, count);
+    return this.hold(p.keyId, count, size);
+  }
+
+  /** A hibernated sandbox of the key coming back counts against what it may hold running. */
+  admitResume(keyId: string, quotas: KeyQuotas | undefined, size: SandboxSize): Admission {
+    if (!quotas) return NOTHING_HELD;
+    this.fitHeld(keyId, quotas, 'resume', 1, size);
+    return this.hold(keyId, 1, size);
+  }
+
+  private fitHeld(keyId: string, q: KeyQuotas, kind: string, count: number, size: SandboxSize): void {
+    const held = [...this.heldBy(keyId), ...[...(this.pending.get(keyId) ?? [])].flat()];
     const fits = (limit: keyof KeyQuotas, used: number, adding: number, unit: string) => {
       const max = q[limit];
       if (max !== undefined && used + adding > max)
         throw new WarrenError(
           'resource_exhausted',
-          `API key ${p.keyId} is at its quota ${limit} = ${max}${unit}: it holds ${round(used)}${unit} and this ${kind} adds ${round(adding)}${unit}; end or hibernate sandboxes first`,
+          `API key ${keyId} is at its quota ${limit} = ${max}${unit}: it holds ${round(used)}${unit} and this ${kind} adds ${round(adding)}${unit}; end or hibernate sandboxes first`,
           { details: { limit, max, used: round(used) } },
         );
     };
     fits('sandboxes', held.length, count, '');
     fits('vcpus', sum(held, 'cpus'), count * size.cpus, ' vCPUs');
     fits('memoryMB', sum(held, 'memoryMB'), count * size.memoryMB, ' MB');
+  }
+
+  private hold(keyId: string, count: number, size: SandboxSize): Admission {
+    const entry = Array.from({ length: count }, () => size);
+    const set = this.pending.get(keyId) ?? new Set();
+    set.add(entry);
+    this.pending.set(keyId, set);
+    return {
+      release: () => {
+        set.delete(entry);
+        if (set.size === 0 && this.pending.get(keyId) === set) this.pending.delete(keyId);
+      },
+    };
+  }
+
+  private fitRate(keyId: string, q: KeyQuotas, kind: 'create' | 'fork', count: number): void {
     const limit = kind === 'create' ? 'createsPerMinute' : 'forksPerMinute';
     const max = q[limit];
     if (max === undefined) return;
     const now = this.now();
-    const key = `${p.keyId}\n${kind}`;
+    const key = `${keyId}\n${kind}`;
     const recent = (this.starts.get(key) ?? []).filter((t) => t > now - WINDOW_MS);
     if (recent.length + count > max) {
       // The oldest start that has to leave the window before `count` more fit.
@@ -54,7 +94,7 @@ export class QuotaGate {
       const retryAfterSeconds = Math.max(1, Math.ceil((oldest + WINDOW_MS - now) / 1000));
       throw new WarrenError(
         'resource_exhausted',
-        `API key ${p.keyId} is at its quota ${limit} = ${max}: ${recent.length} in the last 60 s; retry in ${retryAfterSeconds} s`,
+        `API key ${keyId} is at its quota ${limit} = ${max}: ${recent.length} in the last 60 s; retry in ${retryAfterSeconds} s`,
         { details: { limit, max, retryAfterSeconds } },
       );
     }

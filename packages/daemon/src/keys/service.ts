@@ -82,6 +82,11 @@ export class KeyService {
     return this.view(this.record(id));
   }
 
+  /** The key's quotas (none for a key without, or no such key). */
+  quotasOf(id: string): KeyQuotas | undefined {
+    return this.store.get(id)?.quotas;
+  }
+
   /** A new secret for the key; the old one stops working at once. */
   rotate(id: string): NewApiKey {
     const r = this.record(id);

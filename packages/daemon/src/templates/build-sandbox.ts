@@ -2,8 +2,9 @@
  * Runs one build step's command in a gVisor sandbox: `runsc run` (not detached) under the
  * daemon's runsc root, rootfs = the step's overlayfs mount (--overlay2=none, so writes go
  * straight to the step's new upper layer), host networking so apt can fetch packages.
- * Build steps are operator input, like a Dockerfile; sandboxes themselves never get a
- * network device (docs/templates.md). No cgroup: build steps are not metered.
+ * An operator's build steps are trusted input, like a Dockerfile; a key's run steps get no
+ * network (plan.ts, TenantBuild); sandboxes themselves never get a network device
+ * (docs/templates.md). No cgroup: build steps are not metered.
  */
 import { existsSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
@@ -23,6 +24,8 @@ export interface BuildCommand {
   user: TemplateUser;
   cwd: string;
   env: Record<string, string>;
+  /** host: the host's network namespace (apt, an admin's run steps); none: loopback only. */
+  network: 'host' | 'none';
   /** Mounted read-only: the node binary, resolv.conf and the host's CA bundle, from the read-only guest view. */
   hostFiles: Pick<SandboxHostFiles, 'node' | 'resolvConf' | 'buildTrust'>;
   onLine: (stream: 'stdout' | 'stderr', line: string) => void;
@@ -43,7 +46,7 @@ export function buildRunsc(binary: string, root: string): Runsc {
 
 export async function runBuildCommand(runsc: Runsc, cmd: BuildCommand): Promise<BuildCommandResult> {
   await writeFile(path.join(cmd.bundleDir, 'config.json'), JSON.stringify(buildSpec(cmd), null, 1));
-  const child = runsc.spawn(['run', '--bundle', cmd.bundleDir, cmd.containerId], ['--network', 'host', '--overlay2', 'none'], {
+  const child = runsc.spawn(['run', '--bundle', cmd.bundleDir, cmd.containerId], ['--network', cmd.network, '--overlay2', 'none'], {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const tail: string[] = [];
@@ -129,7 +132,8 @@ function buildSpec(cmd: BuildCommand): Record<string, unknown> {
     hostname: 'sandbox',
     mounts,
     linux: {
-      // No network namespace: --network=host shares the host's, which apt needs.
+      // No network namespace: --network=host shares the host's, which apt needs; with
+      // --network=none runsc gives the sandbox a loopback of its own and nothing else.
       namespaces: [{ type: 'pid' }, { type: 'ipc' }, { type: 'uts' }, { type: 'mount' }],
     },
   };

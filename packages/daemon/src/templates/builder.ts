@@ -239,6 +239,7 @@ export class TemplateBuilder {
           ...s.context.env,
           ...(step.type === 'apt' ? { DEBIAN_FRONTEND: 'noninteractive' } : {}),
         },
+        network: s.network,
         hostFiles: this.opts.hostFiles,
         onLine,
         signal,

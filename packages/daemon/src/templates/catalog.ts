@@ -83,13 +83,9 @@ export class TemplateCatalog {
   resolve(name: string): TemplateInfo {
     const t = this.find(name);
     if (t) return t;
-    const available = this.list().map((x) => x.name);
-    throw new WarrenError(
-      'not_found',
-      `unknown template '${name}'; available: ${available.length ? available.join(', ') : 'none (run scripts/setup.sh to build base)'}`,
-      {
-        details: { available },
-      },
+    throw unknownTemplate(
+      name,
+      this.list().map((x) => x.name),
     );
   }
 
@@ -102,6 +98,15 @@ export class TemplateCatalog {
       return {};
     }
   }
+}
+
+/** The 404 for a template name, with the templates the caller could have meant. */
+export function unknownTemplate(name: string, available: string[]): WarrenError {
+  return new WarrenError(
+    'not_found',
+    `unknown template '${name}'; available: ${available.length ? available.join(', ') : 'none (run scripts/setup.sh to build base)'}`,
+    { details: { available } },
+  );
 }
 
 /** What API clients see of a template: everything but host paths. */

@@ -127,3 +127,34 @@ test('a network default is checked, hashed only when present, and inherited from
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test("a key's build: run steps without network, apt only before them and from a shared template, layers of its own", async () => {
+  const { dir, catalog } = fixture();
+  try {
+    const steps = [
+      { type: 'apt', packages: ['jq'] },
+      { type: 'run', cmd: 'make' },
+    ];
+    const recipe = (extra: object = {}) => Recipe.parse({ name: 't', from: 'base', steps, ...extra });
+    const admin = await planBuild(recipe(), catalog);
+    const alice = await planBuild(recipe(), catalog, { keyId: 'key-alice', fromOwn: false });
+    const bob = await planBuild(recipe(), catalog, { keyId: 'key-bob', fromOwn: false });
+    assert.deepEqual(
+      admin.steps.map((s) => s.network),
+      ['host', 'host', 'host'],
+    );
+    assert.deepEqual(
+      alice.steps.map((s) => s.network),
+      ['host', 'host', 'none'],
+    );
+    // No layer is shared between keys, or with the operator's builds.
+    const keys = new Set([admin, alice, bob].flatMap((p) => p.steps.map((s) => s.key)));
+    assert.equal(keys.size, 9);
+    const late = recipe({ steps: [...steps].reverse() });
+    await assert.rejects(planBuild(late, catalog, { keyId: 'key-alice', fromOwn: false }), /steps\.1: a key's apt step runs with the host's network/);
+    await assert.rejects(planBuild(recipe(), catalog, { keyId: 'key-alice', fromOwn: true }), /steps\.0: .*not one of the key's own/);
+    await planBuild(late, catalog); // an admin's recipe may do it
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -41,6 +41,21 @@ export interface PlannedStep {
   copySource?: string;
   /** env/workdir/user in force when this step runs. */
   context: StepContext;
+  /** What a run or apt step's sandbox reaches: the host's network, or only its own loopback. */
+  network: 'host' | 'none';
+}
+
+/**
+ * A build by a key that is not an admin key (templates/owners.ts). Its run steps get no
+ * network (build sandboxes otherwise share the host's, loopback included, where the daemon
+ * and database forwards listen); its apt steps do, so they must run apt as the operator's
+ * template has it: before any run step of the key's, from a shared template. Its layers are
+ * its own: salted with its key, never reused by another key's build or an admin's.
+ */
+export interface TenantBuild {
+  keyId: string;
+  /** `from` is a template of the key's own, not a shared one. */
+  fromOwn: boolean;
 }
 
 export interface BuildPlan {
@@ -54,7 +69,7 @@ export interface BuildPlan {
   version: string;
 }
 
-export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }, catalog: TemplateCatalog): Promise<BuildPlan> {
+export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }, catalog: TemplateCatalog, tenant?: TenantBuild): Promise<BuildPlan> {
   let base: BuildPlan['base'];
   let context: StepContext = { env: {} };
   let inherited: Pick<BuildPlan['final'], 'start' | 'ready' | 'network' | 'bake'> = {};
@@ -65,7 +80,7 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
   if (recipe.from === DEBIAN_BASE) {
     const include = [...new Set(recipe.include ?? [])].sort();
     base = { kind: 'debian', include };
-    key = sha256(canonicalJson({ format: LAYER_FORMAT, from: DEBIAN_BASE, include }));
+    key = sha256(canonicalJson({ format: LAYER_FORMAT, from: DEBIAN_BASE, include, ...(tenant ? { tenant: tenant.keyId } : {}) }));
     description = `from ${DEBIAN_BASE} (debootstrap minbase${include.length ? ` + ${include.length} packages` : ''})`;
   } else {
     const template = catalog.find(recipe.from);
@@ -84,10 +99,19 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
       ...(template.network ? { network: template.network } : {}),
       ...(template.bake === false ? { bake: false as const } : {}),
     };
-    key = sha256(canonicalJson({ format: LAYER_FORMAT, from: template.name, version: template.version, recipeHash: template.recipeHash ?? null }));
+    key = sha256(
+      canonicalJson({
+        format: LAYER_FORMAT,
+        from: template.name,
+        version: template.version,
+        recipeHash: template.recipeHash ?? null,
+        ...(tenant ? { tenant: tenant.keyId } : {}),
+      }),
+    );
     description = `from ${template.name} (${template.version})`;
   }
-  const steps: PlannedStep[] = [{ number: 1, kind: 'from', description, key, context }];
+  const steps: PlannedStep[] = [{ number: 1, kind: 'from', description, key, context, network: 'host' }];
+  let ranTenantCode = tenant?.fromOwn ?? false;
 
   const contextDir = recipe.contextDir ? await checkContextDir(recipe.contextDir) : undefined;
   for (const [i, step] of recipe.steps.entries()) {
@@ -97,8 +121,15 @@ export async function planBuild(recipe: ResolvedRecipe & { contextDir?: string }
       copySource = await checkCopySource(contextDir, step.src, i);
       content = await hashSource(copySource);
     }
+    if (tenant && step.type === 'apt' && ranTenantCode)
+      throw new WarrenError(
+        'permission_denied',
+        `steps.${i}: a key's apt step runs with the host's network, so it must come before the recipe's run steps and build from a shared template (not one of the key's own); move the packages to an apt step at the start, or ask an operator for a shared template with them`,
+      );
+    if (step.type === 'run') ranTenantCode = true;
     key = sha256(canonicalJson({ format: LAYER_FORMAT, parent: key, step, content: content ?? null }));
-    steps.push({ number: i + 2, kind: step.type, description: describe(step), key, step, copySource, context });
+    const network = tenant && step.type !== 'apt' ? 'none' : 'host';
+    steps.push({ number: i + 2, kind: step.type, description: describe(step), key, step, copySource, context, network });
     context = apply(context, step);
   }
   const final = {

@@ -12,7 +12,7 @@ import type { Logger } from 'pino';
 import { type BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult } from '@warren/protocol';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import type { BuildEmitter, TemplateBuilder } from './builder.js';
-import { planBuild, type BuildPlan } from './plan.js';
+import { planBuild, type BuildPlan, type TenantBuild } from './plan.js';
 import { pruneLayers } from './prune.js';
 import type { z } from 'zod';
 
@@ -54,8 +54,8 @@ export class TemplateService {
   }
 
   /** Validates what the schema cannot; throws invalid_argument naming the field. */
-  plan(req: z.output<typeof BuildTemplateRequest>): Promise<BuildPlan> {
-    return planBuild(req, this.catalog);
+  plan(req: z.output<typeof BuildTemplateRequest>, tenant?: TenantBuild): Promise<BuildPlan> {
+    return planBuild(req, this.catalog, tenant);
   }
 
   async build(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {

@@ -42,11 +42,16 @@ export function sandboxRoutes(
       requireEgressGrant(p, req.network.allow);
     }
     if (req.snapshot) requireAccess(p, owners, 'snapshot', req.snapshot);
+    else access.templates.resolve(p, req.template);
     if (req.databases?.length) requireScope(p, 'databases', 'a create with databases');
-    quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources));
-    const made = await databases.create(req, p.keyId);
-    c.set('createdSandbox', made.id);
-    return c.json(made, 201);
+    const admitted = quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources));
+    try {
+      const made = await databases.create(req, p.keyId);
+      c.set('createdSandbox', made.id);
+      return c.json(made, 201);
+    } finally {
+      admitted.release();
+    }
   });
 
   app.get('/', (c) => {
@@ -102,8 +107,12 @@ export function sandboxRoutes(
   app.post('/:id/fork', async (c) => {
     const req = parse(ForkRequest, await jsonBody(c));
     const id = c.req.param('id');
-    quotas.admit(c.get('principal'), 'fork', req.count, sandboxes.resourcesOf(id));
-    return c.json(await databases.fork(id, req), 201);
+    const admitted = quotas.admit(c.get('principal'), 'fork', req.count, sandboxes.resourcesOf(id));
+    try {
+      return c.json(await databases.fork(id, req), 201);
+    } finally {
+      admitted.release();
+    }
   });
 
   app.get('/:id/databases', (c) => c.json({ databases: databases.list(c.req.param('id')) } satisfies SandboxDatabaseList));

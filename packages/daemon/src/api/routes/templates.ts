@@ -1,26 +1,37 @@
-/** /v1/templates: list, get, build (NDJSON progress stream), remove, prune the build cache. */
+/**
+ * /v1/templates: list, get, build (NDJSON progress stream), remove, prune the build cache.
+ * A key that is not an admin key sees shared templates and its own, and changes only its own
+ * (templates/owners.ts).
+ */
 import { Hono } from 'hono';
-import { BuildTemplateRequest, PruneLayersRequest, type PruneLayersResult, type TemplateBuildEvent, type TemplateList } from '@warren/protocol';
+import { BuildTemplateRequest, DEBIAN_BASE, PruneLayersRequest, type PruneLayersResult, type TemplateBuildEvent, type TemplateList } from '@warren/protocol';
 import { publicTemplateInfo } from '../../templates/catalog.js';
+import type { TemplateAccess } from '../../templates/owners.js';
+import type { BuildPlan } from '../../templates/plan.js';
 import type { TemplateService } from '../../templates/service.js';
-import type { AuthVars } from '../auth.js';
+import { requireEgressGrant, requireScope, type AuthVars } from '../auth.js';
 import { jsonBody, parse, toWarrenError } from '../errors.js';
 import { ndjsonResponse } from '../ndjson.js';
 import type { Logger } from 'pino';
 
-export function templateRoutes(templates: TemplateService, log: Logger): Hono<AuthVars> {
+export function templateRoutes(templates: TemplateService, access: TemplateAccess, log: Logger): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
 
-  app.get('/', (c) => c.json({ templates: templates.list().map(publicTemplateInfo) } satisfies TemplateList));
+  app.get('/', (c) => c.json({ templates: access.list(c.get('principal')).map(publicTemplateInfo) } satisfies TemplateList));
 
-  app.get('/:name', (c) => c.json(publicTemplateInfo(templates.get(c.req.param('name')))));
+  app.get('/:name', (c) => c.json(publicTemplateInfo(access.resolve(c.get('principal'), c.req.param('name')))));
 
   app.delete('/:name', async (c) => {
-    await templates.remove(c.req.param('name'));
+    const name = c.req.param('name');
+    access.requireChange(c.get('principal'), name, 'remove');
+    await templates.remove(name);
+    access.owners.release(name);
     return c.body(null, 204);
   });
 
   app.post('/prune', async (c) => {
+    // The build cache is every key's.
+    requireScope(c.get('principal'), 'admin', 'pruning the template build cache');
     const req = parse(PruneLayersRequest, await jsonBody(c));
     return c.json((await templates.pruneLayers(req)) satisfies PruneLayersResult);
   });
@@ -29,7 +40,27 @@ export function templateRoutes(templates: TemplateService, log: Logger): Hono<Au
   // the stream's last event. The build is cancelled if the client goes away.
   app.post('/build', async (c) => {
     const req = parse(BuildTemplateRequest, await jsonBody(c));
-    const plan = await templates.plan(req);
+    const p = c.get('principal');
+    // A build context is a directory of the daemon's host: its files end up in the template.
+    if (req.contextDir !== undefined) requireScope(p, 'admin', 'a build with contextDir (files from the daemon host)');
+    // A template's network default is every one of its sandboxes' egress policy.
+    if (req.network?.allow.length) {
+      requireScope(p, 'network:write', 'a template with network.allow');
+      requireEgressGrant(p, req.network.allow);
+    }
+    if (req.from !== DEBIAN_BASE) access.resolve(p, req.from);
+    const { claimed } = access.claimForBuild(p, req.name);
+    const tenant = p.admin ? undefined : { keyId: p.keyId, fromOwn: req.from !== DEBIAN_BASE && access.owners.ownerOf(req.from) === p.keyId };
+    let plan: BuildPlan;
+    try {
+      plan = await templates.plan(req, tenant);
+    } catch (err) {
+      if (claimed) access.owners.release(req.name);
+      throw err;
+    }
+    const unclaim = () => {
+      if (claimed && !templates.catalog.find(req.name)) access.owners.release(req.name);
+    };
     return ndjsonResponse<TemplateBuildEvent>((sink) => {
       const abort = new AbortController();
       const started = Date.now();
@@ -42,7 +73,10 @@ export function templateRoutes(templates: TemplateService, log: Logger): Hono<Au
           const d = (e.details ?? {}) as { step?: number; exitCode?: number | null; output?: string };
           sink.send({ type: 'error', code: e.code, message: e.message, step: d.step, exitCode: d.exitCode, output: d.output });
         })
-        .finally(() => sink.close());
+        .finally(() => {
+          unclaim();
+          sink.close();
+        });
       return () => abort.abort();
     });
   });

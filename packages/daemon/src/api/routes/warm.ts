@@ -6,18 +6,27 @@ import { Hono } from 'hono';
 import { SetPoolRequest } from '@warren/protocol';
 import type { WarmPool } from '../../core/pool.js';
 import type { Baker } from '../../core/bake.js';
-import type { TemplateCatalog } from '../../templates/catalog.js';
-import type { AuthVars } from '../auth.js';
+import type { TemplateAccess } from '../../templates/owners.js';
+import { requireScope, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function warmRoutes(pool: WarmPool, baker: Baker, catalog: TemplateCatalog): Hono<AuthVars> {
+export function warmRoutes(pool: WarmPool, baker: Baker, templates: TemplateAccess): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
-  app.get('/:name/bake', (c) => c.json(baker.info(catalog.resolve(c.req.param('name')))));
+  app.get('/:name/bake', (c) => c.json(baker.info(templates.resolve(c.get('principal'), c.req.param('name')))));
   // Waits for the bake; a failed bake is a 200 with state 'failed' and the reason, since the
   // template itself stays usable (creates boot cold).
-  app.post('/:name/bake', async (c) => c.json(await baker.bake(catalog.resolve(c.req.param('name')))));
-  app.get('/:name/pool', (c) => c.json(pool.info(c.req.param('name'))));
+  app.post('/:name/bake', async (c) => {
+    const name = c.req.param('name');
+    templates.requireChange(c.get('principal'), name, 'bake');
+    return c.json(await baker.bake(templates.resolve(c.get('principal'), name)));
+  });
+  app.get('/:name/pool', (c) => {
+    templates.resolve(c.get('principal'), c.req.param('name'));
+    return c.json(pool.info(c.req.param('name')));
+  });
   app.put('/:name/pool', async (c) => {
+    // Pool members hold host memory that no key's quota counts.
+    requireScope(c.get('principal'), 'admin', 'sizing a warm pool');
     const { size } = parse(SetPoolRequest, await jsonBody(c));
     return c.json(pool.setSize(c.req.param('name'), size));
   });
