@@ -362,6 +362,24 @@ test('quotas: creates racing for the last slot do not both pass; a resume, asked
   }
 });
 
+test('quotas: past hibernatedDiskMB a hibernate is a 429 and the sandbox keeps running; room comes back', T, async () => {
+  const judy = await ApiKeys.create({ name: 'judy', quotas: { hibernatedDiskMB: 1 } }, d!.conn);
+  const a = await Sandbox.create({ ...conn(judy) });
+  const b = await Sandbox.create({ ...conn(judy) });
+  try {
+    await a.hibernate();
+    const refused = await call(judy, 'POST', `/v1/sandboxes/${b.id}/hibernate`, {});
+    assert.equal(refused.status, 429, refused.text);
+    assert.match(refused.text, /quota hibernatedDiskMB = 1 MB: its hibernated sandboxes' images take \d+ MB/);
+    assert.equal((await b.exec('echo running')).stdout, 'running\n');
+    await a.kill();
+    assert.equal((await b.hibernate()).state, 'hibernated');
+  } finally {
+    await a.kill().catch(() => undefined);
+    await b.kill();
+  }
+});
+
 test('the audit trail: every call that changed something, refused ones too, with key, sandbox and status; reads are not in it; admin only', T, async () => {
   const grace = await key('grace', ['sandboxes:create', 'sandboxes:read', 'sandboxes:exec', 'sandboxes:manage']);
   const since = new Date();

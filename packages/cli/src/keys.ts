@@ -59,7 +59,7 @@ function scopeList(values: string[]): Scope[] | undefined {
   return scopes as Scope[];
 }
 
-const QUOTA_NAMES = ['sandboxes', 'vcpus', 'memoryMB', 'createsPerMinute', 'forksPerMinute'] as const;
+const QUOTA_NAMES = ['sandboxes', 'vcpus', 'memoryMB', 'createsPerMinute', 'forksPerMinute', 'hibernatedDiskMB'] as const;
 
 function quotaList(values: string[]): KeyQuotas | undefined {
   if (!values.length) return undefined;

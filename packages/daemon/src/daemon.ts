@@ -245,7 +245,11 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
       snapshot: (id) => registry.getSnapshot(id)?.apiKeyId,
       database: (name) => databases.apiKeyOf(name),
     },
-    quotas: new QuotaGate((keyId) => registry.heldBy(keyId)),
+    quotas: new QuotaGate(
+      (keyId) => registry.heldBy(keyId),
+      Date.now,
+      (keyId) => registry.hibernatedBytesOf(keyId),
+    ),
     tokens,
     failures: new AuthFailureLimiter(config.authFailuresPerMinute),
     templates: new TemplateAccess(templates, new TemplateOwners(registry.database)),
@@ -254,6 +258,10 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   sandboxes.onResumeAdmission((id) => {
     const keyId = registry.ownerOf(id);
     return access.quotas.admitResume(keyId ?? '', keyId ? keys.quotasOf(keyId) : undefined, sandboxes.resourcesOf(id));
+  });
+  sandboxes.onHibernateAdmission((id) => {
+    const keyId = registry.ownerOf(id);
+    if (keyId) access.quotas.admitHibernate(keyId, keys.quotasOf(keyId));
   });
   const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
   const audit = new ApiAudit(registry.database);

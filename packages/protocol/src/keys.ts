@@ -55,6 +55,8 @@ export const KeyQuotas = z
     createsPerMinute: z.number().int().min(1).max(100_000).optional(),
     /** Fork children in any 60 s. */
     forksPerMinute: z.number().int().min(1).max(100_000).optional(),
+    /** Disk of the key's hibernated sandboxes' images together, MB (checked before each hibernate). */
+    hibernatedDiskMB: z.number().int().min(1).max(100_000_000).optional(),
   })
   .strict();
 export type KeyQuotas = z.infer<typeof KeyQuotas>;

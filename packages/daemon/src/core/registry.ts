@@ -178,6 +178,7 @@ export class Registry {
     if (!columns.includes('network')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN network TEXT NOT NULL DEFAULT '[]'");
     if (!columns.includes('credentials')) this.db.exec("ALTER TABLE sandboxes ADD COLUMN credentials TEXT NOT NULL DEFAULT '[]'");
     if (!columns.includes('network_given')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN network_given TEXT');
+    if (!columns.includes('image_bytes')) this.db.exec('ALTER TABLE sandboxes ADD COLUMN image_bytes INTEGER');
   }
 
   /** The same database, for stores that keep their own tables in it (core/usage.ts). */
@@ -204,6 +205,19 @@ export class Registry {
       resources: string;
     }>;
     return rows.map((r) => JSON.parse(r.resources) as ResolvedResources);
+  }
+
+  /** The size of a hibernated sandbox's image, for its key's disk quota. */
+  setImageBytes(id: string, bytes: number): void {
+    this.db.prepare('UPDATE sandboxes SET image_bytes = ? WHERE id = ?').run(bytes, id);
+  }
+
+  /** Bytes of the hibernation images of a key's hibernated sandboxes. */
+  hibernatedBytesOf(apiKeyId: string): number {
+    const row = this.db.prepare("SELECT COALESCE(SUM(image_bytes), 0) AS n FROM sandboxes WHERE api_key_id = ? AND state = 'hibernated'").get(apiKeyId) as {
+      n: number;
+    };
+    return row.n;
   }
 
   /** The API key that made the sandbox (one indexed read: every request on a sandbox asks). */

@@ -69,6 +69,7 @@ export class SandboxService {
   private readonly snapshotter: Snapshotter;
   private readonly heartbeat: Heartbeat;
   private admitResume?: (id: string) => { release(): void };
+  private admitHibernate?: (id: string) => void;
 
   constructor(private opts: SandboxServiceOptions) {
     this.log = opts.log;
@@ -101,8 +102,15 @@ export class SandboxService {
     return this.creator.create(req, apiKeyId, granted);
   }
 
+  /** Hibernates a running sandbox; the admission check (a key's disk quota) may refuse it first. */
   hibernate(id: string, reason = 'requested'): Promise<SandboxInfo> {
+    if (this.opts.registry.get(id)?.state === 'running') this.admitHibernate?.(id);
     return this.hibernation.hibernate(id, reason);
+  }
+
+  /** Checks each hibernate of a running sandbox before it starts; throws to refuse it. */
+  onHibernateAdmission(check: (id: string) => void): void {
+    this.admitHibernate = check;
   }
 
   /**

@@ -58,3 +58,19 @@ test('quotas: room is held from admission to release, so calls racing for the la
   gate.admitResume('key-a', p.quotas, small).release();
   gate.admitResume('key-a', undefined, small).release();
 });
+
+test("quotas: a hibernate is refused once the key's hibernated images reach hibernatedDiskMB", () => {
+  let bytes = 0;
+  const gate = new QuotaGate(
+    () => [],
+    Date.now,
+    () => bytes,
+  );
+  gate.admitHibernate('key-a', { hibernatedDiskMB: 100 });
+  bytes = 99 * 1024 * 1024;
+  gate.admitHibernate('key-a', { hibernatedDiskMB: 100 });
+  bytes = 100 * 1024 * 1024;
+  assert.throws(() => gate.admitHibernate('key-a', { hibernatedDiskMB: 100 }), refusedFor('hibernatedDiskMB'));
+  gate.admitHibernate('key-a', { sandboxes: 1 });
+  gate.admitHibernate('key-a', undefined);
+});

@@ -34,6 +34,8 @@ export class QuotaGate {
   constructor(
     private readonly heldBy: HeldBy,
     private readonly now: () => number = Date.now,
+    /** Bytes of a key's hibernation images. */
+    private readonly hibernatedBytes: (keyId: string) => number = () => 0,
   ) {}
 
   /** 429 naming the limit unless `count` more sandboxes of `size` fit the key's quotas; records them as started. */
@@ -50,6 +52,22 @@ export class QuotaGate {
     if (!quotas) return NOTHING_HELD;
     this.fitHeld(keyId, quotas, 'resume', 1, size);
     return this.hold(keyId, 1, size);
+  }
+
+  /**
+   * A sandbox of the key may hibernate while its images take less than `hibernatedDiskMB`
+   * (an image's size is known only once written, so the last one may pass the limit).
+   */
+  admitHibernate(keyId: string, quotas: KeyQuotas | undefined): void {
+    const max = quotas?.hibernatedDiskMB;
+    if (max === undefined) return;
+    const usedMB = this.hibernatedBytes(keyId) / (1024 * 1024);
+    if (usedMB >= max)
+      throw new WarrenError(
+        'resource_exhausted',
+        `API key ${keyId} is at its quota hibernatedDiskMB = ${max} MB: its hibernated sandboxes' images take ${Math.round(usedMB)} MB; resume or end some first`,
+        { details: { limit: 'hibernatedDiskMB', max, used: Math.round(usedMB) } },
+      );
   }
 
   private fitHeld(keyId: string, q: KeyQuotas, kind: string, count: number, size: SandboxSize): void {

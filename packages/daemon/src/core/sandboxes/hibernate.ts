@@ -103,7 +103,9 @@ export class Hibernation {
       const packStarted = Date.now();
       await this.opts.images.pack(dir).catch((err: Error) => this.opts.log.warn({ sandbox: id, err: err.message }, 'hibernation image left unpacked'));
       const packMs = Date.now() - packStarted;
-      this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, packMs, imageBytes: await this.opts.images.size(dir) }, 'sandbox hibernated');
+      const imageBytes = await this.opts.images.size(dir);
+      this.opts.registry.setImageBytes(id, imageBytes);
+      this.opts.log.info({ sandbox: id, reason, ms: Date.now() - started, packMs, imageBytes }, 'sandbox hibernated');
       for (const hook of this.hooks.hibernated) hook(id);
       return infoOf(this.opts.registry, id);
     });
