@@ -25,6 +25,8 @@ after(async () => {
 });
 
 const AS = ['user', 'root'] as const;
+/** The agent's command line inside every sandbox (warren-init's holds it too, after its own path). */
+const AGENT = '/opt/warren/bin/node /opt/warren/lib/agent.cjs serve';
 
 /** Runs `cmd` in the shared sandbox as `user`; its stdout, trimmed. */
 async function inside(cmd: string, user: string): Promise<string> {
@@ -34,22 +36,24 @@ async function inside(cmd: string, user: string): Promise<string> {
 /** A connect to 127.0.0.1:port from inside, by bash: 'open' or 'refused'. */
 const CONNECT = (port: number | string) => `if bash -c 'exec 3<>/dev/tcp/127.0.0.1/${port}' 2>/dev/null; then echo open; else echo refused; fi`;
 
-/** One raw HTTP/1.1 exchange with the daemon: the status line and headers it answered with. */
-function raw(request: string | Buffer): Promise<{ status: number; head: string }> {
+/**
+ * One raw HTTP/1.1 exchange with the daemon (every request here says `Connection: close`, or
+ * is refused with a close): the status, the head and the body it answered with.
+ */
+function raw(request: string | Buffer): Promise<{ status: number; head: string; body: string }> {
   const url = new URL(d!.url);
   return new Promise((resolve, reject) => {
     const socket = net.connect(Number(url.port), url.hostname);
     let got = '';
     socket.setEncoding('latin1');
-    socket.on('data', (chunk: string) => {
-      got += chunk;
-      if (got.includes('\r\n\r\n')) {
-        socket.destroy();
-        resolve({ status: Number(got.split(' ')[1]), head: got.slice(0, got.indexOf('\r\n\r\n')) });
-      }
+    socket.on('data', (chunk: string) => (got += chunk));
+    // A refusal may come while the request is still being written: a reset then is fine.
+    socket.on('error', (err) => (got ? undefined : reject(err)));
+    socket.on('close', () => {
+      const end = got.indexOf('\r\n\r\n');
+      resolve({ status: Number(got.split(' ')[1] ?? 0), head: end < 0 ? got : got.slice(0, end), body: end < 0 ? '' : got.slice(end + 4) });
     });
-    socket.on('error', reject);
-    socket.on('end', () => resolve({ status: Number(got.split(' ')[1] ?? 0), head: got }));
+    socket.setTimeout(20_000, () => socket.destroy());
     socket.write(request);
   });
 }
@@ -123,7 +127,8 @@ test('inside: root cannot change the kernel through /proc/sys or /proc/sysrq-tri
 
 test("inside: /dev holds no host device (no disks, kvm, mem or ports) and /dev/mem can't be opened", T, async () => {
   const devs = (await inside('ls /dev', 'root')).split(/\s+/);
-  for (const hostOnly of ['kvm', 'mem', 'kmem', 'port', 'sda', 'vda', 'nvme0', 'nvme0n1', 'loop0', 'dm-0', 'fuse', 'net']) {
+  // gVisor's /dev is its own: fuse and net/tun are devices of the Sentry, not the host's.
+  for (const hostOnly of ['kvm', 'mem', 'kmem', 'port', 'sda', 'vda', 'nvme0', 'nvme0n1', 'loop0', 'dm-0', 'vhost-net', 'vsock']) {
     assert.ok(!devs.includes(hostOnly), `/dev/${hostOnly} exists inside: ${devs.join(' ')}`);
   }
   assert.equal(await inside('if (exec 3</dev/mem) 2>/dev/null; then echo opened; else echo refused; fi', 'root'), 'refused');
@@ -132,8 +137,9 @@ test("inside: /dev holds no host device (no disks, kvm, mem or ports) and /dev/m
 test('inside: user cannot ptrace the agent or warren-init', T, async () => {
   const probe = `python3 - <<'EOF'
 import ctypes, os, subprocess
+AGENT = '/opt/warren/bin/node /opt/warren/lib/agent.cjs serve'
 libc = ctypes.CDLL(None, use_errno=True)
-agent = int(subprocess.check_output(['pgrep', '-of', 'agent.cjs']).split()[0])
+agent = int(subprocess.check_output(['pgrep', '-xf', AGENT]).split()[0])
 for pid in (agent, 1):
     r = libc.ptrace(16, pid, None, None)  # PTRACE_ATTACH
     print(pid == 1 and 'init' or 'agent', r, os.strerror(ctypes.get_errno()))
@@ -144,16 +150,28 @@ EOF`;
 });
 
 test('inside: user cannot signal warren-init or the agent', T, async () => {
-  const out = await inside(`kill -9 1 2>&1; kill -9 $(pgrep -of agent.cjs) 2>&1; echo done`, 'user');
+  const out = await inside(`kill -9 1 2>&1; kill -9 $(pgrep -xf '${AGENT}') 2>&1; echo done`, 'user');
   assert.match(out, /kill: \(1\) - Operation not permitted/);
   assert.match(out, /Operation not permitted[\s\S]*done$/);
   assert.equal(await inside('echo still here', 'user'), 'still here');
 });
 
-test("inside: root's SIGKILL and SIGSTOP to warren-init do nothing; the sandbox keeps answering", T, async () => {
-  await sbx.exec('kill -KILL 1; kill -STOP 1; true', { user: 'root' });
-  assert.equal(await inside('echo still here', 'root'), 'still here');
-  assert.match(await inside('ps -o stat= -p 1', 'root'), /^S/, 'init is not stopped');
+test("inside: root's SIGKILL to warren-init ends its own sandbox only: the daemon records why, and the others answer", T, async () => {
+  // gVisor does not shield init from its own root as Linux does (pid_namespaces(7)); root can
+  // end its sandbox anyway by killing the agent. What matters is that nothing else is touched.
+  const victim = await d!.create();
+  await victim.exec('kill -KILL 1', { user: 'root' }).catch(() => undefined);
+  const info = await eventually(
+    async () => {
+      const i = await victim.refresh();
+      return i.state === 'dead' ? i : undefined;
+    },
+    30_000,
+    'the sandbox recorded dead',
+  );
+  assert.match(info.error ?? '', /agent channel lost/);
+  assert.equal(await inside('echo still here', 'root'), 'still here', 'another sandbox is untouched');
+  await victim.kill();
 });
 
 test('API: a 50 MB JSON body is a 413 naming the limit, and the daemon stays small', T, async () => {
@@ -190,9 +208,10 @@ test('API: a second Authorization header does not replace the first (a bad key s
   assert.notEqual(r.status, 200, r.head);
 });
 
-test('API: an oversized header is refused (431) before any key is looked at', T, async () => {
+test("API: an oversized header is refused by the HTTP parser, in the API's error shape, before any key is looked at", T, async () => {
   const r = await raw(`GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Pad: ${'a'.repeat(64 * 1024)}\r\nConnection: close\r\n\r\n`);
-  assert.equal(r.status, 431);
+  assert.equal(r.status, 400);
+  assert.match(r.body, /request headers are too large/);
 });
 
 let limited: NewApiKey | undefined;
