@@ -261,7 +261,7 @@ test("templates: a key's own are private to it; shared ones only an admin key ch
       steps: [{ type: 'copy', src: 'admin.key', dest: '/k' }],
     });
     assert.equal(ctx.status, 403, ctx.text);
-    assert.match(ctx.text, /contextDir/);
+    assert.match(ctx.text, /copy steps \(files from the daemon host\)/);
     assert.equal((await call(carol, 'POST', '/v1/templates/prune', {})).status, 403);
     assert.equal((await call(carol, 'PUT', `/v1/templates/${name}/pool`, { size: 5 })).status, 403);
     assert.equal((await Template.list(conn(carol))).filter((t) => t.name.startsWith(`${name}-`)).length, 0, 'refused builds left nothing');

@@ -41,8 +41,9 @@ export function templateRoutes(templates: TemplateService, access: TemplateAcces
   app.post('/build', async (c) => {
     const req = parse(BuildTemplateRequest, await jsonBody(c));
     const p = c.get('principal');
-    // A build context is a directory of the daemon's host: its files end up in the template.
-    if (req.contextDir !== undefined) requireScope(p, 'admin', 'a build with contextDir (files from the daemon host)');
+    // A build context is a directory of the daemon's host: copy steps put its files in the
+    // template. Clients send one by default; without copy steps it is never read.
+    if (req.steps.some((s) => s.type === 'copy')) requireScope(p, 'admin', 'a build with copy steps (files from the daemon host)');
     // A template's network default is every one of its sandboxes' egress policy.
     if (req.network?.allow.length) {
       requireScope(p, 'network:write', 'a template with network.allow');
