@@ -15,6 +15,7 @@ import {
   AuthenticationError,
   ConflictError,
   Database,
+  InvalidArgumentError,
   NotFoundError,
   PermissionDeniedError,
   Sandbox,
@@ -222,7 +223,8 @@ test("templates: a key's own are private to it; shared ones only an admin key ch
       'the admin key sees every template',
     );
     assert.ok(!(await names(dave)).includes(name));
-    assert.ok((await names(dave)).includes('base'), 'shared templates are listed for every key');
+    const shared = await names(dave);
+    assert.ok(shared.includes('base'), 'shared templates are listed for every key');
 
     // To dave it reads exactly as a name that exists nowhere, the 404's list of templates included.
     const hidden = await call(dave, 'GET', `/v1/templates/${name}`);
@@ -236,7 +238,11 @@ test("templates: a key's own are private to it; shared ones only an admin key ch
       Template.buildRecipe({ name, from: 'base', steps: [{ type: 'run', cmd: 'echo daves > /etc/whose' }] }, conn(dave)),
       (e: Error) => e instanceof ConflictError && /is taken/.test(e.message),
     );
-    await assert.rejects(Template.buildRecipe({ name: `${name}-x`, from: name, steps: [] }, conn(dave)), NotFoundError);
+    await assert.rejects(
+      Template.buildRecipe({ name: `${name}-x`, from: name, steps: [] }, conn(dave)),
+      (e: Error) =>
+        e instanceof InvalidArgumentError && e.message === `from: unknown template '${name}' (installed: ${shared.join(', ')}; or use 'debian:bookworm')`,
+    );
 
     const sbx = await Sandbox.create({ ...conn(carol), template: name });
     try {
@@ -377,6 +383,25 @@ test('quotas: past hibernatedDiskMB a hibernate is a 429 and the sandbox keeps r
   } finally {
     await a.kill().catch(() => undefined);
     await b.kill();
+  }
+});
+
+test('quotas: a database is a sandbox: its create counts, and past the limit a create or branch is a 429 that makes nothing', T, async () => {
+  const kate = await ApiKeys.create({ name: 'kate', quotas: { sandboxes: 1 } }, d!.conn);
+  const db = await Database.create('kates', conn(kate));
+  try {
+    const second = await call(kate, 'POST', '/v1/databases', { name: 'kates2' });
+    assert.equal(second.status, 429, second.text);
+    assert.match(second.text, /quota sandboxes = 1/);
+    const branch = await call(kate, 'POST', '/v1/databases/kates/branches', { name: 'kates3' });
+    assert.equal(branch.status, 429, branch.text);
+    assert.deepEqual(
+      (await Database.list(conn(kate))).map((x) => x.name),
+      ['kates'],
+      'nothing was made',
+    );
+  } finally {
+    await db.delete();
   }
 });
 

@@ -122,7 +122,10 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
   app.route('/mcp', mcpRoutes(deps.self));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
-  app.route('/v1/databases', databaseRoutes(deps.databases, deps.access.owners));
+  app.route(
+    '/v1/databases',
+    databaseRoutes(deps.databases, deps.access, () => deps.sandboxes.resourcesFor(undefined)),
+  );
   app.route('/v1/keys', keyRoutes(deps.access.keys));
   app.route('/v1/audit', auditRoutes(deps.audit));
   return app;

@@ -53,6 +53,12 @@ test("a key's template is its own: others see nothing, not even in the 404's lis
     })();
     assert.equal(hidden, "unknown template 'web'; available: base");
     assert.throws(() => access.requireChange(BOB, 'web', 'remove'), code('not_found'));
+    assert.throws(
+      () => access.requireBase(BOB, 'web'),
+      (e: Error) => code('invalid_argument')(e) && e.message === "from: unknown template 'web' (installed: base; or use 'debian:bookworm')",
+    );
+    access.requireBase(ALICE, 'web');
+    access.requireBase(BOB, 'base');
     assert.throws(() => access.claimForBuild(BOB, 'web'), code('conflict'));
     access.requireChange(ALICE, 'web', 'remove');
     access.requireChange(ADMIN, 'web', 'remove');

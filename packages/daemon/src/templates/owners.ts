@@ -8,7 +8,7 @@
  * since every key's sandboxes run what it holds.
  */
 import type Database from 'better-sqlite3';
-import { WarrenError } from '@warren/protocol';
+import { DEBIAN_BASE, WarrenError } from '@warren/protocol';
 import type { Principal } from '../keys/service.js';
 import { unknownTemplate, type TemplateCatalog, type TemplateInfo } from './catalog.js';
 
@@ -68,6 +68,13 @@ export class TemplateAccess {
       name,
       this.list(p).map((x) => x.name),
     );
+  }
+
+  /** A build's `from`: a 400 naming the field unless it is a template the principal may use. */
+  requireBase(p: Principal, name: string): void {
+    if (this.visible(p, name) && this.catalog.find(name)) return;
+    const installed = this.list(p).map((t) => t.name);
+    throw new WarrenError('invalid_argument', `from: unknown template '${name}' (installed: ${installed.join(', ') || 'none'}; or use '${DEBIAN_BASE}')`);
   }
 
   /**

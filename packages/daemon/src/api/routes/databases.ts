@@ -1,12 +1,26 @@
 /** /v1/databases: create, list, get, delete, branch, url (docs/databases.md). */
-import { Hono } from 'hono';
+import { Hono, type Context } from 'hono';
 import { BranchDatabaseRequest, CreateDatabaseRequest, DatabaseName, RestoreDatabaseRequest, type DatabaseList, type DatabaseUrl } from '@warren/protocol';
 import type { DatabaseService } from '../../databases/service.js';
-import { requireAccess, type AuthVars, type Owners } from '../auth.js';
+import type { SandboxSize } from '../../keys/quotas.js';
+import { requireAccess, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
-export function databaseRoutes(databases: DatabaseService, owners: Owners): Hono<AuthVars> {
+/**
+ * `size` is what a database's sandbox takes (the default resources): creates and restores
+ * count against the key's quotas as sandbox creates, branches as forks.
+ */
+export function databaseRoutes(databases: DatabaseService, access: Access, size: () => SandboxSize): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
+  const { owners, quotas } = access;
+  const admitted = async <T>(c: Context<AuthVars>, kind: 'create' | 'fork', make: () => Promise<T>): Promise<T> => {
+    const held = quotas.admit(c.get('principal'), kind, 1, size());
+    try {
+      return await make();
+    } finally {
+      held.release();
+    }
+  };
   // A bad name in the path is a 400 naming the rule, not a 404.
   const name = (raw: string) => parse(DatabaseName, raw);
 
@@ -14,7 +28,7 @@ export function databaseRoutes(databases: DatabaseService, owners: Owners): Hono
     const req = parse(CreateDatabaseRequest, await jsonBody(c));
     if (req.fromSnapshot) requireAccess(c.get('principal'), owners, 'snapshot', req.fromSnapshot);
     const opts = { ...(req.fromSnapshot ? { fromSnapshot: req.fromSnapshot } : {}), ...(req.retainSeconds ? { retainSeconds: req.retainSeconds } : {}) };
-    return c.json(await databases.create(req.name, opts, c.get('apiKeyId')), 201);
+    return c.json(await admitted(c, 'create', () => databases.create(req.name, opts, c.get('apiKeyId'))), 201);
   });
 
   app.get('/', (c) => {
@@ -28,13 +42,13 @@ export function databaseRoutes(databases: DatabaseService, owners: Owners): Hono
 
   app.post('/:name/branches', async (c) => {
     const req = parse(BranchDatabaseRequest, await jsonBody(c));
-    return c.json(await databases.branch(name(c.req.param('name')), req.name), 201);
+    return c.json(await admitted(c, 'fork', () => databases.branch(name(c.req.param('name')), req.name)), 201);
   });
 
   app.post('/:name/restore', async (c) => {
     const req = parse(RestoreDatabaseRequest, await jsonBody(c));
     const to = typeof req.to === 'number' ? req.to : Date.parse(req.to);
-    return c.json(await databases.restore(name(c.req.param('name')), req.name, to, c.get('apiKeyId')), 201);
+    return c.json(await admitted(c, 'create', () => databases.restore(name(c.req.param('name')), req.name, to, c.get('apiKeyId'))), 201);
   });
 
   app.delete('/:name', async (c) => {

@@ -49,7 +49,7 @@ export function templateRoutes(templates: TemplateService, access: TemplateAcces
       requireScope(p, 'network:write', 'a template with network.allow');
       requireEgressGrant(p, req.network.allow);
     }
-    if (req.from !== DEBIAN_BASE) access.resolve(p, req.from);
+    if (req.from !== DEBIAN_BASE) access.requireBase(p, req.from);
     const { claimed } = access.claimForBuild(p, req.name);
     const tenant = p.admin ? undefined : { keyId: p.keyId, fromOwn: req.from !== DEBIAN_BASE && access.owners.ownerOf(req.from) === p.keyId };
     let plan: BuildPlan;
