@@ -9,9 +9,10 @@ import assert from 'node:assert/strict';
 import { createHash, X509Certificate } from 'node:crypto';
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import https from 'node:https';
 import path from 'node:path';
 import { NetworkError, Sandbox } from '@warren/sdk';
-import { CLI, startDaemon, stopAndCheckClean } from './harness.js';
+import { CLI, eventually, startDaemon, stopAndCheckClean } from './harness.js';
 
 const T = { timeout: 180_000 };
 
@@ -67,6 +68,73 @@ test(
     }
   },
 );
+
+test('port URLs for remote browsers: under WARREN_PORT_DOMAIN, over HTTPS, covered by the self-signed certificate, opened by their token', T, async () => {
+  const d = await startDaemon({ args: ['--tls-self-signed'], env: { WARREN_PORT_DOMAIN: 'warren.test' } });
+  try {
+    const sbx = await Sandbox.create({ ...d.conn });
+    await sbx.exec('mkdir -p /tmp/site && echo served-remotely > /tmp/site/index.html && cd /tmp/site && nohup python3 -m http.server 8000 >/dev/null 2>&1 &', {
+      check: true,
+    });
+    const signed = new URL(await sbx.getUrl(8000));
+    const daemonPort = new URL(d.url).port;
+    assert.equal(`${signed.protocol}//${signed.host}`, `https://8000-${sbx.id}.warren.test:${daemonPort}`);
+    // No DNS for warren.test here: connect to the daemon's address, name the host as a browser would.
+    const get = () =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = https.request(
+          {
+            host: '127.0.0.1',
+            port: Number(daemonPort),
+            path: `${signed.pathname}${signed.search}`,
+            servername: signed.hostname,
+            headers: { host: signed.host },
+            ca: d.conn.ca,
+          },
+          (res) => {
+            let body = '';
+            res.setEncoding('utf8');
+            res.on('data', (c: string) => (body += c));
+            res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+          },
+        );
+        req.on('error', reject);
+        req.end();
+      });
+    const page = await eventually(
+      async () => {
+        const r = await get();
+        return r.status === 200 ? r : undefined;
+      },
+      20_000,
+      'the port URL answering',
+    );
+    assert.match(page.body, /served-remotely/);
+    // The same host without the token is refused.
+    const bare = await new Promise<number>((resolve, reject) => {
+      https
+        .get({ host: '127.0.0.1', port: Number(daemonPort), path: '/', servername: signed.hostname, headers: { host: signed.host }, ca: d.conn.ca }, (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        })
+        .on('error', reject);
+    });
+    assert.equal(bare, 401);
+    await sbx.kill();
+  } finally {
+    await stopAndCheckClean(d);
+  }
+});
+
+test('WARREN_PORT_DOMAIN that is not a DNS name stops the daemon before it starts, naming the variable', T, () => {
+  const refused = spawnSync(process.execPath, [CLI, 'daemon', '--home', '/nonexistent/never-made'], {
+    encoding: 'utf8',
+    timeout: 30_000,
+    env: { ...process.env, WARREN_PORT_DOMAIN: 'bad domain/x' },
+  });
+  assert.notEqual(refused.status, 0);
+  assert.match(refused.stderr, /WARREN_PORT_DOMAIN must be a DNS name/);
+});
 
 test('listening beyond loopback without TLS is refused before anything starts, naming the flags that allow it', T, () => {
   const refused = spawnSync(process.execPath, [CLI, 'daemon', '--listen', '0.0.0.0:0', '--home', '/nonexistent/never-made'], {

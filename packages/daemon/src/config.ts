@@ -5,6 +5,7 @@ import { DEFAULT_MAX_FORK_COUNT, MAX_POOL_SIZE, WarrenError } from '@warren/prot
 import { BAKE_MODES, type BakeMode } from './core/bake.js';
 import { checkAllow } from './network/presets.js';
 import { parseDnsServers } from './network/resolver.js';
+import { LOCAL_PORT_DOMAIN } from './network/ports.js';
 import { DEFAULT_RUNSC_CACHE } from './drivers/gvisor/runsc-binary.js';
 
 export const DEFAULT_HOME = '/var/lib/warren';
@@ -54,6 +55,11 @@ export interface DaemonConfig {
   /** Failed authentications one address may make in 60 s before it gets 429 (WARREN_AUTH_FAILURES_PER_MINUTE, default 30). */
   authFailuresPerMinute: number;
   /**
+   * The domain of port URLs, `<port>-<sandbox>.<domain>` (WARREN_PORT_DOMAIN, default
+   * localhost): for a daemon reached from other machines, one whose every name leads to it.
+   */
+  portDomain: string;
+  /**
    * runsc containers created ahead, per template shape, for restores to fill (WARREN_SHELLS,
    * default 2; 0 turns them off): drivers/gvisor/shells.ts.
    */
@@ -100,6 +106,7 @@ export function resolveConfig(overrides: Partial<DaemonConfig> = {}): DaemonConf
     insecure: overrides.insecure ?? false,
     auditRetentionDays: overrides.auditRetentionDays ?? positiveInteger('WARREN_AUDIT_RETENTION_DAYS', env.WARREN_AUDIT_RETENTION_DAYS, 90),
     authFailuresPerMinute: overrides.authFailuresPerMinute ?? positiveInteger('WARREN_AUTH_FAILURES_PER_MINUTE', env.WARREN_AUTH_FAILURES_PER_MINUTE, 30),
+    portDomain: overrides.portDomain ?? portDomain(env.WARREN_PORT_DOMAIN),
     shellsPerShape: overrides.shellsPerShape ?? nonNegativeInteger('WARREN_SHELLS', env.WARREN_SHELLS, 2),
     poolMinFreeMB: overrides.poolMinFreeMB ?? (env.WARREN_POOL_MIN_FREE_MB ? Number(env.WARREN_POOL_MIN_FREE_MB) : 1024),
     priceVcpuHour: overrides.priceVcpuHour ?? price(env, 'WARREN_PRICE_VCPU_HOUR', DEFAULT_PRICE_VCPU_HOUR),
@@ -155,6 +162,16 @@ function price(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const value = Number(text);
   if (!Number.isFinite(value) || value < 0) throw new WarrenError('invalid_argument', `${name} must be a non-negative number (USD per hour), got '${text}'`);
   return value;
+}
+
+const DOMAIN_NAME = /^(?=.{1,200}$)[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)*$/;
+
+function portDomain(text: string | undefined): string {
+  if (text === undefined || text === '') return LOCAL_PORT_DOMAIN;
+  const domain = text.trim().toLowerCase();
+  if (!DOMAIN_NAME.test(domain))
+    throw new WarrenError('invalid_argument', `WARREN_PORT_DOMAIN must be a DNS name such as sandboxes.example.com (got '${text}')`);
+  return domain;
 }
 
 function positiveInteger(name: string, text: string | undefined, fallback: number): number {

@@ -30,7 +30,7 @@ import { EgressProxy } from './network/proxy.js';
 import { SandboxCaStore } from './network/ca.js';
 import { upstreamTrust } from './network/upstream-trust.js';
 import { serverLookup } from './network/resolver.js';
-import { PortTokens } from './network/ports.js';
+import { PortHosts, PortTokens } from './network/ports.js';
 import { TcpForwards } from './network/tcp-forwards.js';
 import { portUpgrade, type PortDeps } from './api/routes/ports.js';
 import { SnapshotService } from './core/snapshots.js';
@@ -76,7 +76,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   // Before anything is started: a listen that would send keys in clear text stops here.
   requireSafeListen(config.host, config.tls !== undefined, config.insecure);
   mkdirSync(config.home, { recursive: true, mode: 0o700 });
-  const tls = await serverTls(config.tls, config.home, config.host);
+  const tls = await serverTls(config.tls, config.home, config.host, config.portDomain);
   // Logged to stdout for whoever runs the daemon, and to a file under home that the API
   // searches by request id (GET /v1/logs, `warren logs --request ID`).
   const logFile = new LogFile(paths.logFile);
@@ -263,7 +263,8 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     const keyId = registry.ownerOf(id);
     if (keyId) access.quotas.admitHibernate(keyId, keys.quotasOf(keyId));
   });
-  const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort };
+  const portHosts = new PortHosts(config.portDomain, tls ? 'https' : 'http');
+  const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort, hosts: portHosts };
   const audit = new ApiAudit(registry.database);
   const pruneAudit = () => {
     const removed = audit.prune(Date.now() - config.auditRetentionDays * 86_400_000);
@@ -327,7 +328,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   });
   const port = (server.address() as AddressInfo).port;
   listeningPort = port;
-  server.on('upgrade', terminalUpgrade({ access, terminals, log }, portUpgrade(ports, log)));
+  server.on('upgrade', terminalUpgrade({ access, terminals, portHosts, log }, portUpgrade(ports, log)));
   const url = `${tls ? 'https' : 'http'}://${config.host.includes(':') ? `[${config.host}]` : config.host}:${port}`;
   log.info(
     { url, home: config.home, version: VERSION, ...(tls ? { tlsFingerprint: tls.fingerprint, tlsCertFile: tls.certFile } : {}) },

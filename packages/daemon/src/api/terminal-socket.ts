@@ -24,7 +24,7 @@ import {
   type TerminalServerMessage,
 } from '@warren/protocol';
 import type { AttachedTerminal, TerminalService } from '../core/terminals.js';
-import { parsePortHost } from '../network/ports.js';
+import type { PortHosts } from '../network/ports.js';
 import { authorizeSandboxCall, bearerKey, sourceAddress, type Access } from './auth.js';
 import { toWarrenError } from './errors.js';
 
@@ -39,6 +39,8 @@ type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer) => vo
 export interface TerminalSocketDeps {
   access: Access;
   terminals: TerminalService;
+  /** Port URLs forward any path, this one included: their hosts are not the API's. */
+  portHosts: PortHosts;
   log: Logger;
 }
 
@@ -54,7 +56,7 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
     const url = new URL(req.url ?? '/', 'http://daemon');
     const match = PTY_PATH.exec(url.pathname);
     // Port URLs (3000-sb-x.localhost) forward any path to the sandbox, this one included.
-    if (!match || parsePortHost(req.headers.host)) {
+    if (!match || deps.portHosts.parse(req.headers.host)) {
       next(req, socket, head);
       return;
     }

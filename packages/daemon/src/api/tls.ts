@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { WarrenError } from '@warren/protocol';
 import { pem, serial, writeAtomic } from '../network/ca.js';
+import { LOCAL_PORT_DOMAIN } from '../network/ports.js';
 
 x509.cryptoProvider.set(webcrypto as unknown as Crypto);
 
@@ -42,7 +43,12 @@ export function requireSafeListen(host: string, tls: boolean, insecure: boolean)
   );
 }
 
-export async function serverTls(setting: TlsSetting | undefined, home: string, host: string): Promise<ServerTls | undefined> {
+/**
+ * The daemon's TLS. A self-signed certificate is made once and kept; it names loopback, this
+ * host, the listen address and, with a port domain other than localhost, `*.<domain>` (port
+ * URLs). It is made again only when it no longer covers the listen address or the domain.
+ */
+export async function serverTls(setting: TlsSetting | undefined, home: string, host: string, portDomain = LOCAL_PORT_DOMAIN): Promise<ServerTls | undefined> {
   if (!setting) return undefined;
   if (setting !== 'self-signed') {
     const [cert, key] = await Promise.all([readFile(setting.certFile, 'utf8'), readFile(setting.keyFile, 'utf8')]).catch((err: Error) => {
@@ -55,8 +61,10 @@ export async function serverTls(setting: TlsSetting | undefined, home: string, h
   const keyFile = path.join(dir, 'self-signed.key');
   const existing = await Promise.all([readFile(certFile, 'utf8'), readFile(keyFile, 'utf8')]).catch(() => undefined);
   // Made once and kept, so clients that trust it keep trusting it across restarts.
-  if (existing && coversHost(existing[0], host)) return { cert: existing[0], key: existing[1], fingerprint: fingerprintOf(existing[0]), certFile };
-  const { cert, key } = await selfSigned(host);
+  const wildcard = portDomain === LOCAL_PORT_DOMAIN ? undefined : `*.${portDomain}`;
+  const covered = (pem: string) => coversHost(pem, host) && (!wildcard || coversHost(pem, `0-sb-0.${portDomain}`));
+  if (existing && covered(existing[0])) return { cert: existing[0], key: existing[1], fingerprint: fingerprintOf(existing[0]), certFile };
+  const { cert, key } = await selfSigned(host, wildcard);
   await mkdir(dir, { recursive: true, mode: 0o700 });
   await writeAtomic(keyFile, key);
   await writeAtomic(certFile, cert);
@@ -68,10 +76,11 @@ function fingerprintOf(certPem: string): string {
   return createHash('sha256').update(der).digest('hex').toUpperCase().match(/../g)?.join(':') ?? '';
 }
 
-/** Names the certificate is for: loopback, this host's name, and the listen address. */
-function names(host: string): Array<{ type: 'dns' | 'ip'; value: string }> {
+/** Names the certificate is for: loopback, this host's name, the listen address and port URLs' wildcard. */
+function names(host: string, wildcard: string | undefined): Array<{ type: 'dns' | 'ip'; value: string }> {
   const all = new Set(['localhost', '127.0.0.1', '::1', os.hostname()]);
   if (host && host !== '0.0.0.0' && host !== '::') all.add(host);
+  if (wildcard) all.add(wildcard);
   return [...all].map((value) => ({ type: isIP(value) ? 'ip' : 'dns', value }));
 }
 
@@ -81,7 +90,7 @@ function coversHost(certPem: string, host: string): boolean {
   return (isIP(host) ? cert.checkIP(host) : cert.checkHost(host)) !== undefined;
 }
 
-async function selfSigned(host: string): Promise<{ cert: string; key: string }> {
+async function selfSigned(host: string, wildcard: string | undefined): Promise<{ cert: string; key: string }> {
   const keys = (await webcrypto.subtle.generateKey(ALG, true, ['sign', 'verify'])) as CryptoKeyPair;
   const now = Date.now();
   const cert = await x509.X509CertificateGenerator.createSelfSigned({
@@ -96,7 +105,7 @@ async function selfSigned(host: string): Promise<{ cert: string; key: string }> 
       new x509.BasicConstraintsExtension(true, 0, true),
       new x509.KeyUsagesExtension(x509.KeyUsageFlags.digitalSignature | x509.KeyUsageFlags.keyCertSign, true),
       new x509.ExtendedKeyUsageExtension([x509.ExtendedKeyUsage.serverAuth], false),
-      new x509.SubjectAlternativeNameExtension(names(host), false),
+      new x509.SubjectAlternativeNameExtension(names(host, wildcard), false),
     ],
   });
   const pkcs8 = await webcrypto.subtle.exportKey('pkcs8', keys.privateKey);

@@ -3,7 +3,9 @@
  * reaches 127.0.0.1:<port> inside the sandbox, for HTTP and WebSocket traffic (a dev server,
  * a notebook). Browsers resolve every `*.localhost` name to the loopback address, so the URL
  * works from a browser on this machine with no DNS set-up, and each port and sandbox gets
- * its own origin (cookies and storage do not mix between them).
+ * its own origin (cookies and storage do not mix between them). For a daemon reached from
+ * other machines, WARREN_PORT_DOMAIN names a domain whose every name leads to the daemon
+ * (a wildcard DNS record): URLs are then `https://<port>-<sandbox id>.<domain>:<port>/`.
  *
  * Access needs the API key (`Authorization: Bearer`) or a signed token for that sandbox and
  * port, made by POST /v1/sandboxes/:id/ports/:port/url and carried in the URL
@@ -20,19 +22,33 @@ import { HOP_BY_HOP_HEADERS, rawHeaderPairs } from './headers.js';
 
 export const PORT_TOKEN_PARAM = 'warren_token';
 export const PORT_TOKEN_COOKIE = 'warren_port_token';
-const HOST_PATTERN = /^(\d{1,5})-(sb-[a-z0-9]+)\.localhost(?::\d+)?$/i;
+/** The default port domain: browsers resolve every name under it to loopback. */
+export const LOCAL_PORT_DOMAIN = 'localhost';
 
-/** The sandbox and port a request's Host header names, if it is a port URL. */
-export function parsePortHost(host: string | undefined): { sandboxId: string; port: number } | undefined {
-  const [, portText, sandboxId] = (host ? HOST_PATTERN.exec(host) : null) ?? [];
-  if (!portText || !sandboxId) return undefined;
-  const port = Number(portText);
-  if (port < 1 || port > 65535) return undefined;
-  return { sandboxId: sandboxId.toLowerCase(), port };
-}
+/** Port URLs under one domain, with the daemon's scheme. */
+export class PortHosts {
+  private readonly pattern: RegExp;
 
-export function portUrl(sandboxId: string, port: number, daemonPort: number, token?: string): string {
-  return `http://${port}-${sandboxId}.localhost:${daemonPort}/${token ? `?${PORT_TOKEN_PARAM}=${token}` : ''}`;
+  constructor(
+    readonly domain: string = LOCAL_PORT_DOMAIN,
+    private readonly scheme: 'http' | 'https' = 'http',
+  ) {
+    const escaped = domain.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    this.pattern = new RegExp(`^(\\d{1,5})-(sb-[a-z0-9]+)\\.${escaped}(?::\\d+)?$`, 'i');
+  }
+
+  /** The sandbox and port a request's Host header names, if it is a port URL. */
+  parse(host: string | undefined): { sandboxId: string; port: number } | undefined {
+    const [, portText, sandboxId] = (host ? this.pattern.exec(host) : null) ?? [];
+    if (!portText || !sandboxId) return undefined;
+    const port = Number(portText);
+    if (port < 1 || port > 65535) return undefined;
+    return { sandboxId: sandboxId.toLowerCase(), port };
+  }
+
+  url(sandboxId: string, port: number, daemonPort: number, token?: string): string {
+    return `${this.scheme}://${port}-${sandboxId}.${this.domain}:${daemonPort}/${token ? `?${PORT_TOKEN_PARAM}=${token}` : ''}`;
+  }
 }
 
 /** Signed, expiring tokens for one sandbox and port. */

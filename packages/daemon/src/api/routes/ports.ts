@@ -9,16 +9,7 @@ import { Hono } from 'hono';
 import { PortUrlRequest, PortForwardRequest, WarrenError, type PortUrl, type PortForwardList } from '@warren/protocol';
 import type { TcpForwards } from '../../network/tcp-forwards.js';
 import type { SandboxService } from '../../core/sandboxes.js';
-import {
-  forwardHttp,
-  forwardUpgrade,
-  parsePortHost,
-  pathWithoutToken,
-  portUrl,
-  PORT_TOKEN_COOKIE,
-  PORT_TOKEN_PARAM,
-  type PortTokens,
-} from '../../network/ports.js';
+import { forwardHttp, forwardUpgrade, pathWithoutToken, type PortHosts, PORT_TOKEN_COOKIE, PORT_TOKEN_PARAM, type PortTokens } from '../../network/ports.js';
 import { authorizeSandboxCall, bearerKey, requestAddress, sourceAddress, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
@@ -29,6 +20,8 @@ export interface PortDeps {
   tokens: PortTokens;
   /** The port the daemon listens on, for the URLs it signs. */
   daemonPort: () => number;
+  /** The domain and scheme of port URLs. */
+  hosts: PortHosts;
 }
 
 /**
@@ -64,7 +57,7 @@ function authorize(
 /** Serves requests whose Host is `<port>-<sandbox>.localhost`; everything else goes on. */
 export function portForwarding(deps: PortDeps): MiddlewareHandler<AuthVars> {
   return async (c, next) => {
-    const target = parsePortHost(c.req.header('host'));
+    const target = deps.hosts.parse(c.req.header('host'));
     if (!target) return next();
     const url = new URL(c.req.url);
     const token = authorize(
@@ -90,7 +83,7 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
     const refuse = (status: string): void => {
       socket.end(`HTTP/1.1 ${status}\r\nconnection: close\r\ncontent-length: 0\r\n\r\n`);
     };
-    const target = parsePortHost(req.headers.host);
+    const target = deps.hosts.parse(req.headers.host);
     if (!target) {
       refuse('404 Not Found');
       return;
@@ -131,7 +124,10 @@ export function portRoutes(deps: PortDeps): Hono<AuthVars> {
     const { expiresInSeconds } = parse(PortUrlRequest, await jsonBody(c));
     deps.sandboxes.get(id); // 404 for unknown sandboxes
     const expiresAt = Date.now() + expiresInSeconds * 1000;
-    const result: PortUrl = { url: portUrl(id, port, deps.daemonPort(), deps.tokens.sign(id, port, expiresAt)), expiresAt: new Date(expiresAt).toISOString() };
+    const result: PortUrl = {
+      url: deps.hosts.url(id, port, deps.daemonPort(), deps.tokens.sign(id, port, expiresAt)),
+      expiresAt: new Date(expiresAt).toISOString(),
+    };
     return c.json(result, 201);
   });
   app.post('/:id/ports/:port/forward', async (c) => {
