@@ -403,6 +403,22 @@ test('quotas: a database is a sandbox: its create counts, and past the limit a c
   } finally {
     await db.delete();
   }
+  // A workspace's databases count with it: two of them and the workspace are three.
+  const leo = await ApiKeys.create({ name: 'leo', quotas: { sandboxes: 2 } }, d!.conn);
+  const three = await call(leo, 'POST', '/v1/sandboxes', { databases: ['leos_a', 'leos_b'] });
+  assert.equal(three.status, 429, three.text);
+  assert.match(three.text, /this create adds 3/);
+  const ws = await Sandbox.create({ ...conn(leo), databases: ['leos_a'] });
+  try {
+    const fork = await call(leo, 'POST', `/v1/sandboxes/${ws.id}/fork`, {});
+    assert.equal(fork.status, 429, `a fork with a branch of its database is two more: ${fork.text}`);
+    assert.deepEqual(
+      (await Database.list(conn(leo))).map((x) => x.name),
+      ['leos_a'],
+    );
+  } finally {
+    await ws.kill();
+  }
 });
 
 test('the audit trail: every call that changed something, refused ones too, with key, sandbox and status; reads are not in it; admin only', T, async () => {

@@ -42,6 +42,11 @@ export class WorkspaceDatabases {
     deps.sandboxes.onResumed((id) => this.follow(id, 'resume'));
   }
 
+  /** Of these names, those no database has yet: what a create or attach would make. */
+  missing(names: readonly string[]): string[] {
+    return names.filter((name) => this.deps.databases.apiKeyOf(name) === undefined);
+  }
+
   /** A sandbox that uses `req.databases` from its start: each is created for it unless one of that name exists. */
   async create(req: CreateSandboxRequest & { template: string }, apiKeyId: string): Promise<SandboxInfo> {
     const { databases: names = [], ...rest } = req;

@@ -38,20 +38,24 @@ export class QuotaGate {
     private readonly hibernatedBytes: (keyId: string) => number = () => 0,
   ) {}
 
-  /** 429 naming the limit unless `count` more sandboxes of `size` fit the key's quotas; records them as started. */
-  admit(p: Principal, kind: 'create' | 'fork', count: number, size: SandboxSize): Admission {
+  /**
+   * 429 naming the limit unless `count` more sandboxes of `size` fit the key's quotas (and
+   * `more`: the databases a workspace's create or fork makes with it); records them as started.
+   */
+  admit(p: Principal, kind: 'create' | 'fork', count: number, size: SandboxSize, more: SandboxSize[] = []): Admission {
     const q = p.quotas;
     if (!q) return NOTHING_HELD;
-    this.fitHeld(p.keyId, q, kind, count, size);
-    this.fitRate(p.keyId, q, kind, count);
-    return this.hold(p.keyId, count, size);
+    const adding = [...Array.from({ length: count }, () => size), ...more];
+    this.fitHeld(p.keyId, q, kind, adding);
+    this.fitRate(p.keyId, q, kind, adding.length);
+    return this.hold(p.keyId, adding);
   }
 
   /** A hibernated sandbox of the key coming back counts against what it may hold running. */
   admitResume(keyId: string, quotas: KeyQuotas | undefined, size: SandboxSize): Admission {
     if (!quotas) return NOTHING_HELD;
-    this.fitHeld(keyId, quotas, 'resume', 1, size);
-    return this.hold(keyId, 1, size);
+    this.fitHeld(keyId, quotas, 'resume', [size]);
+    return this.hold(keyId, [size]);
   }
 
   /**
@@ -70,7 +74,7 @@ export class QuotaGate {
       );
   }
 
-  private fitHeld(keyId: string, q: KeyQuotas, kind: string, count: number, size: SandboxSize): void {
+  private fitHeld(keyId: string, q: KeyQuotas, kind: string, adding: SandboxSize[]): void {
     const held = [...this.heldBy(keyId), ...[...(this.pending.get(keyId) ?? [])].flat()];
     const fits = (limit: keyof KeyQuotas, used: number, adding: number, unit: string) => {
       const max = q[limit];
@@ -81,13 +85,12 @@ export class QuotaGate {
           { details: { limit, max, used: round(used) } },
         );
     };
-    fits('sandboxes', held.length, count, '');
-    fits('vcpus', sum(held, 'cpus'), count * size.cpus, ' vCPUs');
-    fits('memoryMB', sum(held, 'memoryMB'), count * size.memoryMB, ' MB');
+    fits('sandboxes', held.length, adding.length, '');
+    fits('vcpus', sum(held, 'cpus'), sum(adding, 'cpus'), ' vCPUs');
+    fits('memoryMB', sum(held, 'memoryMB'), sum(adding, 'memoryMB'), ' MB');
   }
 
-  private hold(keyId: string, count: number, size: SandboxSize): Admission {
-    const entry = Array.from({ length: count }, () => size);
+  private hold(keyId: string, entry: SandboxSize[]): Admission {
     const set = this.pending.get(keyId) ?? new Set();
     set.add(entry);
     this.pending.set(keyId, set);

@@ -44,7 +44,9 @@ export function sandboxRoutes(
     if (req.snapshot) requireAccess(p, owners, 'snapshot', req.snapshot);
     else access.templates.resolve(p, req.template);
     if (req.databases?.length) requireScope(p, 'databases', 'a create with databases');
-    const admitted = quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources));
+    // Each database made for it is a sandbox of the key too.
+    const newDatabases = databases.missing(req.databases ?? []).map(() => sandboxes.resourcesFor(undefined));
+    const admitted = quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources), newDatabases);
     try {
       const made = await databases.create(req, p.keyId);
       c.set('createdSandbox', made.id);
@@ -107,7 +109,9 @@ export function sandboxRoutes(
   app.post('/:id/fork', async (c) => {
     const req = parse(ForkRequest, await jsonBody(c));
     const id = c.req.param('id');
-    const admitted = quotas.admit(c.get('principal'), 'fork', req.count, sandboxes.resourcesOf(id));
+    // Each child gets a branch of each of the parent's databases.
+    const branches = Array.from({ length: req.count * databases.list(id).length }, () => sandboxes.resourcesFor(undefined));
+    const admitted = quotas.admit(c.get('principal'), 'fork', req.count, sandboxes.resourcesOf(id), branches);
     try {
       return c.json(await databases.fork(id, req), 201);
     } finally {
@@ -119,7 +123,12 @@ export function sandboxRoutes(
 
   app.post('/:id/databases', async (c) => {
     const req = parse(AttachDatabaseRequest, await jsonBody(c));
-    return c.json(await databases.attach(c.req.param('id'), req.name, c.get('apiKeyId')), 201);
+    const admitted = databases.missing([req.name]).length ? quotas.admit(c.get('principal'), 'create', 1, sandboxes.resourcesFor(undefined)) : undefined;
+    try {
+      return c.json(await databases.attach(c.req.param('id'), req.name, c.get('apiKeyId')), 201);
+    } finally {
+      admitted?.release();
+    }
   });
 
   app.post('/:id/snapshots', async (c) => {
