@@ -78,6 +78,9 @@ test("quotas: a hibernate is refused once the key's hibernated images reach hibe
 test('quotas: what a call makes along with its sandboxes (a workspace databases) counts with them, rate included', () => {
   const gate = new QuotaGate(() => []);
   const p: Principal = { keyId: 'key-a', scopes: new Set(), admin: false, quotas: { sandboxes: 3, createsPerMinute: 10 } };
-  assert.throws(() => gate.admit(p, 'create', 1, small, [small, small, small]), (e: Error) => refusedFor('sandboxes')(e) && /this create adds 4/.test(e.message));
+  assert.throws(
+    () => gate.admit(p, 'create', 1, small, [small, small, small]),
+    (e: Error) => refusedFor('sandboxes')(e) && /this create adds 4/.test(e.message),
+  );
   gate.admit(p, 'create', 1, small, [small, small]).release();
 });
