@@ -378,6 +378,20 @@ test('quotas: past hibernatedDiskMB a hibernate is a 429 and the sandbox keeps r
     assert.equal(refused.status, 429, refused.text);
     assert.match(refused.text, /quota hibernatedDiskMB = 1 MB: its hibernated sandboxes' images take \d+ MB/);
     assert.equal((await b.exec('echo running')).stdout, 'running\n');
+    // Idle, it is not hibernated either: the daemon logs why and the sandbox keeps running.
+    const from = d!.log().length;
+    const idle = await Sandbox.create({ ...conn(judy), idleSeconds: 1 });
+    try {
+      await d!.waitForLog(
+        (e) => e.msg === 'auto-hibernate failed' && e.sandbox === idle.id && /hibernatedDiskMB/.test(String(e.err)),
+        60_000,
+        'the idle hibernate refused',
+        from,
+      );
+      assert.equal((await idle.exec('echo still running')).stdout, 'still running\n');
+    } finally {
+      await idle.kill();
+    }
     await a.kill();
     assert.equal((await b.hibernate()).state, 'hibernated');
   } finally {

@@ -50,7 +50,7 @@ export interface DaemonConfig {
   tls?: TlsSetting;
   /** Plain HTTP beyond loopback, knowingly (--insecure). */
   insecure: boolean;
-  /** Days the API's audit trail keeps a call (WARREN_AUDIT_RETENTION_DAYS, default 90). */
+  /** Days the audit logs (the API's trail and the egress log) keep an entry (WARREN_AUDIT_RETENTION_DAYS, default 90). */
   auditRetentionDays: number;
   /** Failed authentications one address may make in 60 s before it gets 429 (WARREN_AUTH_FAILURES_PER_MINUTE, default 30). */
   authFailuresPerMinute: number;

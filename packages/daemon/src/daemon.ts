@@ -266,9 +266,13 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
   const portHosts = new PortHosts(config.portDomain, tls ? 'https' : 'http');
   const ports: PortDeps = { sandboxes, access, forwards, tokens: new PortTokens(paths.portSecret), daemonPort: () => listeningPort, hosts: portHosts };
   const audit = new ApiAudit(registry.database);
+  // Both audit logs, the API's and the egress log, keep entries for the same retention.
   const pruneAudit = () => {
-    const removed = audit.prune(Date.now() - config.auditRetentionDays * 86_400_000);
+    const before = Date.now() - config.auditRetentionDays * 86_400_000;
+    const removed = audit.prune(before);
     if (removed) log.info({ removed, retentionDays: config.auditRetentionDays }, 'API audit trail pruned');
+    const egressRemoved = egressLog.prune(before);
+    if (egressRemoved) log.info({ removed: egressRemoved, retentionDays: config.auditRetentionDays }, 'egress log pruned');
   };
   pruneAudit();
   const auditPruner = setInterval(pruneAudit, 3_600_000);

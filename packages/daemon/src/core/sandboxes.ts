@@ -102,8 +102,11 @@ export class SandboxService {
     return this.creator.create(req, apiKeyId, granted);
   }
 
-  /** Hibernates a running sandbox; the admission check (a key's disk quota) may refuse it first. */
-  hibernate(id: string, reason = 'requested'): Promise<SandboxInfo> {
+  /**
+   * Hibernates a running sandbox; the admission check (a key's disk quota) may refuse it first,
+   * as a rejection like any other failure (callers such as the heartbeat only catch those).
+   */
+  async hibernate(id: string, reason = 'requested'): Promise<SandboxInfo> {
     if (this.opts.registry.get(id)?.state === 'running') this.admitHibernate?.(id);
     return this.hibernation.hibernate(id, reason);
   }
