@@ -25,6 +25,15 @@ export interface Admission {
 
 const NOTHING_HELD: Admission = { release: () => {} };
 
+/** Runs `work` with the room admitted held, and releases it when `work` has ended, whichever way. */
+export async function holding<T>(admission: Admission | undefined, work: () => Promise<T>): Promise<T> {
+  try {
+    return await work();
+  } finally {
+    admission?.release();
+  }
+}
+
 export class QuotaGate {
   /** Start times within the last minute, per key and kind. */
   private readonly starts = new Map<string, number[]>();

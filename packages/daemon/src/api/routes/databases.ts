@@ -2,7 +2,7 @@
 import { Hono, type Context } from 'hono';
 import { BranchDatabaseRequest, CreateDatabaseRequest, DatabaseName, RestoreDatabaseRequest, type DatabaseList, type DatabaseUrl } from '@warren/protocol';
 import type { DatabaseService } from '../../databases/service.js';
-import type { SandboxSize } from '../../keys/quotas.js';
+import { holding, type SandboxSize } from '../../keys/quotas.js';
 import { requireAccess, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
@@ -13,14 +13,8 @@ import { jsonBody, parse } from '../errors.js';
 export function databaseRoutes(databases: DatabaseService, access: Access, size: () => SandboxSize): Hono<AuthVars> {
   const app = new Hono<AuthVars>();
   const { owners, quotas } = access;
-  const admitted = async <T>(c: Context<AuthVars>, kind: 'create' | 'fork', make: () => Promise<T>): Promise<T> => {
-    const held = quotas.admit(c.get('principal'), kind, 1, size());
-    try {
-      return await make();
-    } finally {
-      held.release();
-    }
-  };
+  const admitted = <T>(c: Context<AuthVars>, kind: 'create' | 'fork', make: () => Promise<T>): Promise<T> =>
+    holding(quotas.admit(c.get('principal'), kind, 1, size()), make);
   // A bad name in the path is a 400 naming the rule, not a 404.
   const name = (raw: string) => parse(DatabaseName, raw);
 

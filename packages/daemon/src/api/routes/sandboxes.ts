@@ -19,6 +19,7 @@ import type { EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { WorkspaceDatabases } from '../../databases/workspaces.js';
 import type { SnapshotService } from '../../core/snapshots.js';
+import { holding } from '../../keys/quotas.js';
 import type { Principal } from '../../keys/service.js';
 import { requireAccess, requireEgressGrant, requireScope, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
@@ -46,14 +47,9 @@ export function sandboxRoutes(
     if (req.databases?.length) requireScope(p, 'databases', 'a create with databases');
     // Each database made for it is a sandbox of the key too.
     const newDatabases = databases.missing(req.databases ?? []).map(() => sandboxes.resourcesFor(undefined));
-    const admitted = quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources), newDatabases);
-    try {
-      const made = await databases.create(req, p.keyId);
-      c.set('createdSandbox', made.id);
-      return c.json(made, 201);
-    } finally {
-      admitted.release();
-    }
+    const made = await holding(quotas.admit(p, 'create', 1, sandboxes.resourcesFor(req.resources), newDatabases), () => databases.create(req, p.keyId));
+    c.set('createdSandbox', made.id);
+    return c.json(made, 201);
   });
 
   app.get('/', (c) => {
@@ -112,11 +108,7 @@ export function sandboxRoutes(
     // Each child gets a branch of each of the parent's databases.
     const branches = Array.from({ length: req.count * databases.list(id).length }, () => sandboxes.resourcesFor(undefined));
     const admitted = quotas.admit(c.get('principal'), 'fork', req.count, sandboxes.resourcesOf(id), branches);
-    try {
-      return c.json(await databases.fork(id, req), 201);
-    } finally {
-      admitted.release();
-    }
+    return c.json(await holding(admitted, () => databases.fork(id, req)), 201);
   });
 
   app.get('/:id/databases', (c) => c.json({ databases: databases.list(c.req.param('id')) } satisfies SandboxDatabaseList));
@@ -124,11 +116,7 @@ export function sandboxRoutes(
   app.post('/:id/databases', async (c) => {
     const req = parse(AttachDatabaseRequest, await jsonBody(c));
     const admitted = databases.missing([req.name]).length ? quotas.admit(c.get('principal'), 'create', 1, sandboxes.resourcesFor(undefined)) : undefined;
-    try {
-      return c.json(await databases.attach(c.req.param('id'), req.name, c.get('apiKeyId')), 201);
-    } finally {
-      admitted?.release();
-    }
+    return c.json(await holding(admitted, () => databases.attach(c.req.param('id'), req.name, c.get('apiKeyId'))), 201);
   });
 
   app.post('/:id/snapshots', async (c) => {
