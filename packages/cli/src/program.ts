@@ -51,8 +51,9 @@ export function buildProgram(): Command {
     .action(async (opts: DaemonFlags) => {
       const { startDaemon } = await import('@warren/daemon');
       const d = await startDaemon(daemonOverrides(opts));
-      process.stderr.write(`warren daemon listening on ${d.url}; admin API key in ${d.adminKeyFile}\n`);
+      // The fingerprint comes first: whoever waits for the "listening" line has it by then.
       if (d.tls) process.stderr.write(`TLS certificate ${d.tls.certFile}, SHA-256 fingerprint ${d.tls.fingerprint}\n`);
+      process.stderr.write(`warren daemon listening on ${d.url}; admin API key in ${d.adminKeyFile}\n`);
       const stop = () => {
         d.close().then(
           () => process.exit(0),
