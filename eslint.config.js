@@ -4,7 +4,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/guest/bundle.mjs', '*.config.js', '.dependency-cruiser.cjs'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/guest/bundle.mjs', '*.config.js', '.dependency-cruiser.cjs', 'packages/protocol/src/e2b/gen/**'] },
   {
     files: ['**/*.ts'],
     languageOptions: {

@@ -190,4 +190,22 @@ with Sandbox.create(ttl_seconds=600) as sbx:
     print(tools.call("bash", {"command": "python3 hi.py"})["stdout"].strip())
 PY
 
+log "E2B's official SDK, unchanged, against this daemon (eval \"\$(warren e2b env)\"): create, run, files, pause and resume"
+(
+  eval "$($w e2b env)"
+  node --input-type=module - <<'JS' | sed 's/^/  /'
+import { Sandbox } from 'e2b';
+const sbx = await Sandbox.create({ metadata: { demo: 'e2b' } });
+try {
+  const r = await sbx.commands.run('echo "hello from $(whoami) in $(pwd)"');
+  await sbx.files.write('notes.txt', 'kept across pause');
+  await sbx.pause();
+  const again = await Sandbox.connect(sbx.sandboxId);
+  console.log(`${sbx.sandboxId}: ${r.stdout.trim()}; after pause and resume: ${await again.files.read('notes.txt')}`);
+} finally {
+  await sbx.kill();
+}
+JS
+)
+
 log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"

@@ -34,6 +34,7 @@ export const SUITES = [
   'watch',
   'databases',
   'auth',
+  'e2b',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -95,6 +96,10 @@ export const DEFAULT_ITERS = {
   watch: 100,
   /** Database creates and branches of a 100 MB database (each beside a plain fork of a base sandbox and of the database's sandbox). */
   databases: 5,
+  /** Round trips of `true` and creates through E2B's official SDK, each beside the same through warren's. */
+  e2b: 100,
+  /** Creates of the e2b suite (each SDK, interleaved). */
+  e2bcreate: 10,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

@@ -116,7 +116,7 @@ test('every command is documented in docs/cli.md, and every documented command e
     cmd.commands.flatMap((c) => (c.commands.length ? names(c, `${prefix}${c.name()} `) : [`${prefix}${c.name()}`]));
   const doc = readFileSync(new URL('../../../docs/cli.md', import.meta.url), 'utf8');
   // Table rows start with the command: | `warren snapshot create ID ...` |; a group's subcommands have rows of their own.
-  const documented = new Set([...doc.matchAll(/^\| `warren ([a-z-]+(?: [a-z-]+)?)/gm)].map((m) => m[1] ?? ''));
+  const documented = new Set([...doc.matchAll(/^\| `warren ([a-z0-9-]+(?: [a-z0-9-]+)?)/gm)].map((m) => m[1] ?? ''));
   const groups = new Set(
     buildProgram()
       .commands.filter((c) => c.commands.length)

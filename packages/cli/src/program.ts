@@ -18,6 +18,7 @@ import { cliVersion } from './version.js';
 import { registerShellCommand } from './shell.js';
 import { registerDbCommands } from './db.js';
 import { registerKeyCommands } from './keys.js';
+import { registerE2bCommands } from './e2b.js';
 import { daemonOverrides, type DaemonFlags } from './daemon-flags.js';
 
 /** Every command, as `warren` has them. */
@@ -278,6 +279,7 @@ export function buildProgram(): Command {
   registerShellCommand(program);
   registerDbCommands(program);
   registerKeyCommands(program);
+  registerE2bCommands(program);
   return program;
 }
 

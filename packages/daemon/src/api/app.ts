@@ -42,8 +42,13 @@ import type { TerminalService } from '../core/terminals.js';
 import { databaseRoutes } from './routes/databases.js';
 import type { DatabaseService } from '../databases/service.js';
 import type { WorkspaceDatabases } from '../databases/workspaces.js';
+import { e2bControlRoutes } from '../e2b/control.js';
+import { ENVD_PORT, envdApp } from '../e2b/envd/router.js';
+import { SANDBOX_ID_HEADER } from '../e2b/envd/call.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
+/** Where E2B's SDKs find envd (their E2B_SANDBOX_URL is the daemon's URL and this). */
+const E2B_ENVD_PREFIX = '/e2b/envd';
 
 export interface ApiDeps {
   registry: Registry;
@@ -81,6 +86,20 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.notFound((c) => errorResponse(c, new WarrenError('not_found', `no route for ${c.req.method} ${c.req.path}`), deps.log));
 
   app.use('*', lingerOnUnreadBody);
+  // E2B's envd for every sandbox (docs/e2b.md), authorized by the sandbox's access token:
+  // under /e2b/envd, and on the host names of port 49983, which would otherwise be port URLs.
+  const watches = new WatchService(deps.sandboxes);
+  const envd = envdApp({ ...deps, watches }, E2B_ENVD_PREFIX);
+  app.use(`${E2B_ENVD_PREFIX}/*`, async (c) => envd.fetch(c.req.raw, c.env));
+  app.use('*', async (c, next) => {
+    const target = deps.ports.hosts.parse(c.req.header('host'));
+    if (target?.port !== ENVD_PORT) return next();
+    const headers = new Headers(c.req.raw.headers);
+    headers.set(SANDBOX_ID_HEADER, target.sandboxId);
+    const url = new URL(c.req.url);
+    url.pathname = `${E2B_ENVD_PREFIX}${url.pathname}`;
+    return envd.fetch(new Request(url, { method: c.req.method, headers, body: c.req.raw.body, duplex: 'half' } as RequestInit), c.env);
+  });
   // Port URLs are served on their own host names, before the API's key check.
   app.use('*', portForwarding(deps.ports));
   // Every route past this point: a valid key, the route's scope, and only the key's own resources.
@@ -119,7 +138,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/sandboxes', execRoutes(deps.exec));
   app.route('/v1/sandboxes', fileRoutes(deps.files, deps.sandboxes));
   app.route('/v1/sandboxes', dirRoutes(deps.files, deps.sandboxes));
-  app.route('/v1/sandboxes', watchRoutes(new WatchService(deps.sandboxes)));
+  app.route('/v1/sandboxes', watchRoutes(watches));
   app.route('/mcp', mcpRoutes(deps.self));
   app.route('/v1/sandboxes', terminalRoutes(deps.terminals));
   app.route(
@@ -128,5 +147,15 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   );
   app.route('/v1/keys', keyRoutes(deps.access.keys));
   app.route('/v1/audit', auditRoutes(deps.audit));
+  // E2B's control plane, as calls of this same app with the caller's key.
+  app.route(
+    '/e2b',
+    e2bControlRoutes({
+      api: app,
+      domain: () => `${deps.ports.hosts.domain}:${deps.ports.daemonPort()}`,
+      defaults: () => deps.sandboxes.resourcesFor(undefined),
+      log: deps.log,
+    }),
+  );
   return app;
 }

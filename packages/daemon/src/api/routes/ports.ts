@@ -24,18 +24,28 @@ export interface PortDeps {
   hosts: PortHosts;
 }
 
+/** The header E2B's SDKs carry a sandbox's traffic token in. */
+const E2B_TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
+
+const headerText = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+
 /**
- * Who may use a port URL: an API key, or a token for this sandbox and port (in the URL or
- * its cookie). Returns the token when it came in the URL, so the response can set the cookie.
+ * Who may use a port URL: an API key, a token for this sandbox and port (in the URL or
+ * its cookie), or a sandbox token in E2B's traffic header. Returns the token when it came in the URL, so the response can set the cookie.
  */
 function authorize(
   deps: PortDeps,
-  headers: { authorization?: string; cookie?: string },
+  headers: { authorization?: string; cookie?: string; traffic?: string },
   address: string,
   url: URL,
   sandboxId: string,
   port: number,
 ): string | undefined {
+  // E2B's SDKs send the sandbox's trafficAccessToken (a token for this sandbox, docs/e2b.md).
+  if (headers.traffic) {
+    authorizeSandboxCall(deps.access, headers.traffic, address, sandboxId, 'sandboxes:exec', 'a port URL');
+    return undefined;
+  }
   const auth = headers.authorization ?? '';
   if (auth.toLowerCase().startsWith('bearer ')) {
     authorizeSandboxCall(deps.access, bearerKey(headers), address, sandboxId, 'sandboxes:exec', 'a port URL');
@@ -62,7 +72,7 @@ export function portForwarding(deps: PortDeps): MiddlewareHandler<AuthVars> {
     const url = new URL(c.req.url);
     const token = authorize(
       deps,
-      { authorization: c.req.header('authorization'), cookie: c.req.header('cookie') },
+      { authorization: c.req.header('authorization'), cookie: c.req.header('cookie'), traffic: c.req.header(E2B_TRAFFIC_TOKEN_HEADER) },
       requestAddress(c),
       url,
       target.sandboxId,
@@ -93,7 +103,7 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
       try {
         authorize(
           deps,
-          { authorization: req.headers.authorization, cookie: req.headers.cookie },
+          { authorization: req.headers.authorization, cookie: req.headers.cookie, traffic: headerText(req.headers[E2B_TRAFFIC_TOKEN_HEADER]) },
           sourceAddress(req.socket),
           url,
           target.sandboxId,

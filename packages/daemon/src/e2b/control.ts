@@ -1,0 +1,335 @@
+/**
+ * E2B's control plane (spec/openapi.yml in e2b-dev/E2B) under /e2b, as a translation: each
+ * call becomes calls of warren's own /v1 API with the caller's key (`X-API-Key`), run in
+ * process through the same app. Keys, scopes, ownership, quotas and the audit trail therefore
+ * apply exactly as to warren's API; this module only maps shapes and semantics (docs/e2b.md).
+ */
+import { Hono, type Context } from 'hono';
+import type { z } from 'zod';
+import type { Logger } from 'pino';
+import {
+  E2B_ALL_TRAFFIC,
+  E2bConnectRequest,
+  E2bNetwork,
+  E2bForkRequest,
+  E2bNewSandbox,
+  E2bRefreshRequest,
+  E2bResumeRequest,
+  E2bTimeoutRequest,
+  type E2bSandbox,
+  type E2bSandboxDetail,
+  type E2bSandboxMetric,
+  type E2bState,
+  type E2bTemplate,
+} from '@warren/protocol/e2b';
+import {
+  WarrenError,
+  isErrorCode,
+  parse,
+  type CreateSandboxRequest,
+  type ForkResult,
+  type NewSandboxToken,
+  type ResolvedResources,
+  type SandboxInfo,
+  type SandboxList,
+} from '@warren/protocol';
+import { jsonBody } from '../api/errors.js';
+import { e2bErrorBody } from './errors.js';
+import { ENVD_VERSION } from './envd/router.js';
+
+/** E2B's SDKs create with this timeout when the caller gives none. */
+const DEFAULT_TIMEOUT_SECONDS = 300;
+/** An access token outlives any TTL a sandbox can have; it goes when the sandbox goes. */
+const ACCESS_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
+const CLIENT_ID = 'warren';
+
+export interface ControlDeps {
+  /** warren's API app: each E2B call runs as calls of it. */
+  api: { fetch(req: Request, env?: unknown): Response | Promise<Response> };
+  /** The domain of `<port>-<id>` host names, with the daemon's port (what getHost uses). */
+  domain: () => string;
+  /** What a sandbox gets when its create names no resources (the daemon's defaults). */
+  defaults: () => ResolvedResources;
+  log: Logger;
+}
+
+/** One warren API call with the caller's key, its error (if any) thrown as a WarrenError. */
+type Call = <T>(method: string, path: string, body?: unknown) => Promise<T>;
+
+function caller(c: Context, deps: ControlDeps): Call {
+  const key = c.req.header('x-api-key') ?? '';
+  return async <T>(method: string, path: string, body?: unknown): Promise<T> => {
+    const headers: Record<string, string> = { 'x-api-key': key, 'user-agent': `e2b-compat (${c.req.header('user-agent') ?? 'unknown'})` };
+    if (body !== undefined) headers['content-type'] = 'application/json';
+    const res = await deps.api.fetch(
+      new Request(`http://warren.internal${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) }),
+      c.env,
+    );
+    if (res.status === 204) return undefined as T;
+    const json = (await res.json()) as { error?: { code?: unknown; message?: string } };
+    if (!res.ok) {
+      const code = isErrorCode(json.error?.code) ? json.error.code : 'internal';
+      throw new WarrenError(code, json.error?.message ?? `warren answered ${res.status}`);
+    }
+    return json as T;
+  };
+}
+
+const stateOf = (info: SandboxInfo): E2bState => (info.state === 'hibernated' || info.state === 'hibernating' ? 'paused' : 'running');
+
+function detailOf(info: SandboxInfo, domain: string): E2bSandboxDetail {
+  return {
+    sandboxID: info.id,
+    templateID: info.template,
+    alias: info.template,
+    clientID: CLIENT_ID,
+    startedAt: info.createdAt,
+    endAt: info.expiresAt,
+    cpuCount: info.resources.cpus,
+    memoryMB: info.resources.memoryMB,
+    diskSizeMB: info.resources.diskMB,
+    metadata: info.metadata,
+    state: stateOf(info),
+    envdVersion: ENVD_VERSION,
+    domain,
+    volumeMounts: [],
+  };
+}
+
+/**
+ * E2B's egress settings as a warren policy: allowOut's rules (warren's rule syntax, CIDRs
+ * included), nothing when internet access is off, all of IPv4 when it is on; undefined
+ * (the template's or daemon's default) when neither is said.
+ */
+function policyOf(internet: boolean | undefined, network: z.infer<typeof E2bNetwork> | undefined): { allow: string[] } | undefined {
+  if (internet === false) return { allow: [] };
+  if (network?.allowOut) return { allow: network.allowOut };
+  if (internet === true) return { allow: [E2B_ALL_TRAFFIC] };
+  return undefined;
+}
+
+/** `k=v&k2=v2`, each part URL-encoded, as the SDKs send `metadata` in a list query. */
+function metadataQuery(text: string | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!text) return out;
+  for (const [k, v] of new URLSearchParams(text)) out[decodeURIComponent(k)] = decodeURIComponent(v);
+  return out;
+}
+
+async function jsonOf<S extends z.ZodType>(c: Context, schema: S): Promise<z.infer<S>> {
+  return parse(schema, await jsonBody(c));
+}
+
+export function e2bControlRoutes(deps: ControlDeps): Hono {
+  const log = deps.log.child({ component: 'e2b-api' });
+  const app = new Hono();
+  app.onError((err, c) => {
+    const { status, body } = e2bErrorBody(err, log, `${c.req.method} ${c.req.path}`);
+    return c.json(body, status as 400);
+  });
+
+  /** A fresh access token for envd and port traffic: a warren token for this one sandbox. */
+  const accessFor = async (call: Call, info: SandboxInfo): Promise<E2bSandbox> => {
+    const made = await call<NewSandboxToken>('POST', `/v1/sandboxes/${info.id}/tokens`, {
+      scopes: ['read', 'exec', 'files'],
+      ttlSeconds: ACCESS_TOKEN_TTL_SECONDS,
+    });
+    return {
+      sandboxID: info.id,
+      templateID: info.template,
+      clientID: CLIENT_ID,
+      envdVersion: ENVD_VERSION,
+      envdAccessToken: made.token,
+      trafficAccessToken: made.token,
+      domain: deps.domain(),
+    };
+  };
+
+  const create = async (c: Context) => {
+    const req = await jsonOf(c, E2bNewSandbox);
+    const call = caller(c, deps);
+    const network = policyOf(req.allow_internet_access, req.network);
+    const body: CreateSandboxRequest = {
+      template: req.templateID,
+      ttlSeconds: req.timeout ?? DEFAULT_TIMEOUT_SECONDS,
+      ...(req.metadata ? { metadata: req.metadata } : {}),
+      ...(req.envVars ? { env: req.envVars } : {}),
+      ...(network ? { network } : {}),
+    };
+    const info = await call<SandboxInfo>('POST', '/v1/sandboxes', body);
+    try {
+      return c.json(await accessFor(call, info), 201);
+    } catch (err) {
+      // Nothing half-made stays behind: a sandbox nobody can reach is killed.
+      await call('DELETE', `/v1/sandboxes/${info.id}`).catch((e: unknown) => log.warn({ sandbox: info.id, err: String(e) }, 'e2b create: cleanup failed'));
+      throw err;
+    }
+  };
+  app.post('/sandboxes', create);
+  app.post('/v2/sandboxes', create);
+
+  const list = async (c: Context, states: E2bState[]) => {
+    const call = caller(c, deps);
+    const metadata = metadataQuery(c.req.query('metadata'));
+    const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
+    const params = new URLSearchParams({ limit: String(limit) });
+    for (const [k, v] of Object.entries(metadata)) params.set(`metadata.${k}`, v);
+    const token = c.req.query('nextToken');
+    if (token) params.set('cursor', token);
+    const page = await call<SandboxList>('GET', `/v1/sandboxes?${params}`);
+    const out = page.sandboxes
+      .filter((s) => s.state !== 'dead' && s.state !== 'creating' && states.includes(stateOf(s)))
+      .map((s) => detailOf(s, deps.domain()));
+    if (page.nextCursor) c.header('x-next-token', page.nextCursor);
+    return c.json(out);
+  };
+  app.get('/sandboxes', (c) => list(c, ['running']));
+  app.get('/v2/sandboxes', (c) => {
+    const asked = c.req.queries('state')?.flatMap((s) => s.split(','));
+    for (const s of asked ?? []) if (s !== 'running' && s !== 'paused') throw new WarrenError('invalid_argument', `state must be running or paused (got ${s})`);
+    return list(c, (asked as E2bState[] | undefined) ?? ['running', 'paused']);
+  });
+
+  app.get('/sandboxes/:id', async (c) => c.json(detailOf(await caller(c, deps)<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`), deps.domain())));
+
+  app.delete('/sandboxes/:id', async (c) => {
+    await caller(c, deps)('DELETE', `/v1/sandboxes/${c.req.param('id')}`);
+    return c.body(null, 204);
+  });
+
+  app.post('/sandboxes/:id/timeout', async (c) => {
+    const { timeout } = await jsonOf(c, E2bTimeoutRequest);
+    // E2B ends a sandbox whose timeout is 0 now; warren's shortest TTL is a second.
+    await caller(c, deps)('POST', `/v1/sandboxes/${c.req.param('id')}/ttl`, { ttlSeconds: Math.max(timeout, 1) });
+    return c.body(null, 204);
+  });
+
+  app.post('/sandboxes/:id/refreshes', async (c) => {
+    const { duration } = await jsonOf(c, E2bRefreshRequest);
+    const call = caller(c, deps);
+    const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
+    // A refresh only ever extends: the later of the current end and now + duration.
+    const wanted = Date.now() + (duration || DEFAULT_TIMEOUT_SECONDS) * 1000;
+    if (wanted > Date.parse(info.expiresAt)) await call('POST', `/v1/sandboxes/${info.id}/ttl`, { ttlSeconds: Math.ceil((wanted - Date.now()) / 1000) });
+    return c.body(null, 204);
+  });
+
+  app.post('/sandboxes/:id/pause', async (c) => {
+    // `memory: false` (a files-only pause) has no counterpart: a hibernate always keeps memory.
+    await jsonBody(c);
+    const call = caller(c, deps);
+    const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
+    if (stateOf(info) === 'paused') throw new WarrenError('conflict', `sandbox ${info.id} is already paused`);
+    await call('POST', `/v1/sandboxes/${info.id}/hibernate`);
+    return c.body(null, 204);
+  });
+
+  /** Brings a paused sandbox back (201) or finds it running (200); a timeout only extends. */
+  const connect = async (c: Context, timeout: number | undefined, mustBePaused: boolean) => {
+    const call = caller(c, deps);
+    let info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
+    const paused = stateOf(info) === 'paused';
+    if (mustBePaused && !paused) throw new WarrenError('conflict', `sandbox ${info.id} is already running`);
+    if (info.state === 'dead') throw new WarrenError('not_found', `sandbox ${info.id} is dead: ${info.error ?? 'it stopped'}`);
+    if (paused) info = await call<SandboxInfo>('POST', `/v1/sandboxes/${info.id}/resume`);
+    if (timeout !== undefined && Date.now() + timeout * 1000 > Date.parse(info.expiresAt)) {
+      info = await call<SandboxInfo>('POST', `/v1/sandboxes/${info.id}/ttl`, { ttlSeconds: timeout });
+    }
+    return c.json(await accessFor(call, info), paused ? 201 : 200);
+  };
+  app.post('/sandboxes/:id/connect', async (c) => connect(c, (await jsonOf(c, E2bConnectRequest)).timeout, false));
+  app.post('/v2/sandboxes/:id/connect', async (c) => connect(c, (await jsonOf(c, E2bConnectRequest)).timeout, false));
+  app.post('/sandboxes/:id/resume', async (c) => connect(c, (await jsonOf(c, E2bResumeRequest)).timeout, true));
+
+  app.post('/sandboxes/:id/fork', async (c) => {
+    const req = await jsonOf(c, E2bForkRequest);
+    const call = caller(c, deps);
+    const forked = await call<ForkResult>('POST', `/v1/sandboxes/${c.req.param('id')}/fork`, {
+      count: req.count,
+      ttlSeconds: req.timeout ?? DEFAULT_TIMEOUT_SECONDS,
+    });
+    const out = [];
+    for (const child of forked.sandboxes) {
+      try {
+        out.push({ sandbox: await accessFor(call, child) });
+      } catch (err) {
+        out.push({ error: e2bErrorBody(err, log, 'fork access token').body });
+      }
+    }
+    return c.json(out, 201);
+  });
+
+  app.put('/sandboxes/:id/network', async (c) => {
+    const req = await jsonOf(c, E2bNetwork);
+    await caller(c, deps)('PUT', `/v1/sandboxes/${c.req.param('id')}/network`, policyOf(req.allow_internet_access, req) ?? { allow: [] });
+    return c.body(null, 204);
+  });
+
+  app.get('/sandboxes/:id/metrics', async (c) => c.json(await metricsOf(caller(c, deps), c.req.param('id'))));
+
+  app.get('/templates', async (c) => {
+    const { templates } = await caller(c, deps)<{ templates: Array<{ name: string; version: string; builtAt?: string }> }>('GET', '/v1/templates');
+    const defaults = deps.defaults();
+    return c.json(
+      templates.map(
+        (t): E2bTemplate => ({
+          templateID: t.name,
+          buildID: t.version,
+          cpuCount: defaults.cpus,
+          memoryMB: defaults.memoryMB,
+          diskSizeMB: defaults.diskMB,
+          public: false,
+          aliases: [t.name],
+          names: [t.name],
+          createdAt: t.builtAt ?? new Date(0).toISOString(),
+          updatedAt: t.builtAt ?? new Date(0).toISOString(),
+          lastSpawnedAt: null,
+          spawnCount: 0,
+          buildCount: 1,
+          envdVersion: ENVD_VERSION,
+          buildStatus: 'ready',
+        }),
+      ),
+    );
+  });
+
+  // Everything else E2B has (template builds, snapshots, volumes, secrets, teams) says so plainly.
+  app.all('*', (c) => {
+    throw new WarrenError(
+      'not_found',
+      `${c.req.method} ${c.req.path.replace(/^\/e2b/, '')} is not part of warren's E2B-compatible API; see docs/e2b.md for what is (warren's own API has templates, snapshots and more under /v1)`,
+    );
+  });
+  return app;
+}
+
+/** One sample of E2B's metrics, read from the sandbox's own /proc (cpu over 200 ms) and its disk use. */
+async function metricsOf(call: Call, id: string): Promise<E2bSandboxMetric[]> {
+  const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${id}`);
+  if (info.state !== 'running') return [];
+  const run = (cmd: string) =>
+    call<{ stdout: string; exitCode: number | null }>('POST', `/v1/sandboxes/${id}/exec`, { argv: ['/bin/sh', '-c', cmd], user: 'root' });
+  const r = await run("head -1 /proc/stat; sleep 0.2; head -1 /proc/stat; grep -E '^(MemTotal|MemAvailable|Cached):' /proc/meminfo");
+  const lines = r.stdout.trim().split('\n');
+  const ticks = (line: string | undefined) => (line ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const [a, b] = [ticks(lines[0]), ticks(lines[1])];
+  const total = (t: number[]) => t.reduce((s, n) => s + (Number.isFinite(n) ? n : 0), 0);
+  const idle = (t: number[]) => (t[3] ?? 0) + (t[4] ?? 0);
+  const busy = total(b) - total(a) - (idle(b) - idle(a));
+  const cpuUsedPct = total(b) > total(a) ? Math.round((busy / (total(b) - total(a))) * 10000) / 100 : 0;
+  const kb = (name: string) => Number(/(\d+)/.exec(lines.find((l) => l.startsWith(`${name}:`)) ?? '')?.[1] ?? 0) * 1024;
+  const now = new Date();
+  return [
+    {
+      timestamp: now.toISOString(),
+      timestampUnix: Math.floor(now.getTime() / 1000),
+      cpuCount: info.resources.cpus,
+      cpuUsedPct,
+      memTotal: kb('MemTotal'),
+      memUsed: kb('MemTotal') - kb('MemAvailable'),
+      memCache: kb('Cached'),
+      diskUsed: info.diskBytes ?? 0,
+      diskTotal: info.resources.diskMB * 1024 * 1024,
+    },
+  ];
+}

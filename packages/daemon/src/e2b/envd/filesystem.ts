@@ -1,0 +1,205 @@
+/**
+ * envd's Filesystem service (Connect RPC) on warren's file operations, which the sandbox's
+ * agent does as the calling user without following links out of its reach (docs/security.md).
+ */
+import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import type { Logger } from 'pino';
+import { WarrenError, type FileStat, type WatchEvent } from '@warren/protocol';
+import { EventType, FileType, type EntryInfoSchema, type Filesystem, type FilesystemEventSchema, type WatchDirResponseSchema } from '@warren/protocol/e2b';
+import type { FileService } from '../../core/files.js';
+import type { OpenWatch, WatchService } from '../../core/watch.js';
+import { newId } from '../../core/ids.js';
+import { toConnectError } from '../errors.js';
+import { callOf, resolvePath, type EnvdCall } from './call.js';
+import { EventQueue, keepaliveMs } from './queue.js';
+
+export interface FilesystemDeps {
+  files: FileService;
+  watches: WatchService;
+  log: Logger;
+}
+
+type Entry = MessageInitShape<typeof EntryInfoSchema>;
+type FsEvent = MessageInitShape<typeof FilesystemEventSchema>;
+
+const TYPE: Record<FileStat['type'], FileType> = {
+  file: FileType.FILE,
+  directory: FileType.DIRECTORY,
+  symlink: FileType.SYMLINK,
+  other: FileType.UNSPECIFIED,
+};
+const EVENT: Record<'create' | 'write' | 'remove' | 'rename', EventType> = {
+  create: EventType.CREATE,
+  write: EventType.WRITE,
+  remove: EventType.REMOVE,
+  rename: EventType.RENAME,
+};
+/** Events a polling watcher keeps between two GetWatcherEvents; older ones are dropped. */
+const MAX_POLLED_EVENTS = 10_000;
+/** Polling watchers one sandbox may hold open (each is a watch in its agent). */
+const MAX_POLLING_WATCHERS = 64;
+
+/** `ls -l`'s permission string of a mode (envd's `permissions`). */
+function permissions(type: FileStat['type'], mode: number): string {
+  const kind = type === 'directory' ? 'd' : type === 'symlink' ? 'L' : '-';
+  let out = kind;
+  for (let shift = 6; shift >= 0; shift -= 3) {
+    const bits = (mode >> shift) & 7;
+    out += `${bits & 4 ? 'r' : '-'}${bits & 2 ? 'w' : '-'}${bits & 1 ? 'x' : '-'}`;
+  }
+  return out;
+}
+
+/** The names of the two accounts every warren template has; others by number. */
+const accountName = (id: number) => (id === 0 ? 'root' : id === 1000 ? 'user' : String(id));
+
+function entryOf(st: FileStat): Entry {
+  return {
+    name: st.name,
+    type: TYPE[st.type],
+    path: st.path,
+    size: BigInt(st.size),
+    mode: st.mode & 0o7777,
+    permissions: permissions(st.type, st.mode),
+    owner: accountName(st.uid),
+    group: accountName(st.gid),
+    modifiedTime: timestampFromMs(Date.parse(st.mtime)),
+  };
+}
+
+/** A change as envd names it: its path relative to the watched directory. */
+function eventOf(root: string, ev: WatchEvent): FsEvent | undefined {
+  if (ev.type !== 'create' && ev.type !== 'write' && ev.type !== 'remove' && ev.type !== 'rename') return undefined;
+  const name = ev.path.startsWith(`${root}/`) ? ev.path.slice(root.length + 1) : ev.path;
+  return { name, type: EVENT[ev.type] };
+}
+
+interface PollingWatcher {
+  sandboxId: string;
+  watch: OpenWatch;
+  events: FsEvent[];
+  failure?: WarrenError;
+}
+
+export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof Filesystem> {
+  const { files, watches, log } = deps;
+  const pollers = new Map<string, PollingWatcher>();
+
+  const unary =
+    <Req, Res>(what: string, fn: (call: EnvdCall, req: Req) => Promise<Res>) =>
+    async (req: Req, ctx: HandlerContext): Promise<Res> => {
+      try {
+        return await fn(callOf(ctx.requestHeader), req);
+      } catch (err) {
+        throw toConnectError(err, log, what);
+      }
+    };
+
+  const openDirWatch = async (call: EnvdCall, p: string, recursive: boolean): Promise<OpenWatch> => {
+    const watch = await watches.open(call.sandboxId, resolvePath(call, p), { recursive, user: call.user });
+    if (!watch.isDir) {
+      watch.close();
+      throw new WarrenError('invalid_argument', `path ${watch.path} is not a directory`);
+    }
+    return watch;
+  };
+
+  const pollerOf = (call: EnvdCall, watcherId: string): PollingWatcher => {
+    const w = pollers.get(watcherId);
+    if (!w || w.sandboxId !== call.sandboxId) throw new WarrenError('not_found', `no watcher ${watcherId}`);
+    return w;
+  };
+
+  return {
+    stat: unary('stat', async (call, req) => ({ entry: entryOf(await files.stat(call.sandboxId, resolvePath(call, req.path), call.user)) })),
+
+    makeDir: unary('make dir', async (call, req) => {
+      const target = resolvePath(call, req.path);
+      const existing = await files.stat(call.sandboxId, target, call.user).catch((err: unknown) => {
+        if (err instanceof WarrenError && err.code === 'not_found') return undefined;
+        throw err;
+      });
+      // envd answers AlreadyExists, which the SDK's makeDir turns into `false`.
+      if (existing) throw new WarrenError('conflict', `${target} already exists`);
+      return { entry: entryOf(await files.mkdir(call.sandboxId, target, call.user)) };
+    }),
+
+    move: unary('move', async (call, req) => ({
+      entry: entryOf(await files.move(call.sandboxId, resolvePath(call, req.source), resolvePath(call, req.destination), call.user)),
+    })),
+
+    listDir: unary('list dir', async (call, req) => {
+      const entries = await files.list(call.sandboxId, resolvePath(call, req.path), req.depth || 1, call.user);
+      return { entries: entries.map(entryOf) };
+    }),
+
+    remove: unary('remove', async (call, req) => {
+      const target = resolvePath(call, req.path);
+      if (!(await files.remove(call.sandboxId, target, call.user))) throw new WarrenError('not_found', `no such file or directory: ${target}`);
+      return {};
+    }),
+
+    async *watchDir(req, ctx) {
+      let watch: OpenWatch | undefined;
+      try {
+        const call = callOf(ctx.requestHeader);
+        watch = await openDirWatch(call, req.path, req.recursive);
+        const root = watch.path;
+        const q = new EventQueue<MessageInitShape<typeof WatchDirResponseSchema>>();
+        q.push({ event: { case: 'start', value: {} } });
+        void (async () => {
+          for await (const ev of (watch as OpenWatch).events) {
+            if (ev.type === 'error') return q.end(new WarrenError('not_found', ev.message));
+            const fsEvent = eventOf(root, ev);
+            if (fsEvent) q.push({ event: { case: 'filesystem', value: fsEvent } });
+          }
+          q.end();
+        })().catch((err: unknown) => q.end(err));
+        yield* q.drain(ctx.signal, { everyMs: keepaliveMs(ctx.requestHeader), item: () => ({ event: { case: 'keepalive', value: {} } }) });
+      } catch (err) {
+        throw toConnectError(err, log, 'watch dir');
+      } finally {
+        watch?.close();
+      }
+    },
+
+    createWatcher: unary('create watcher', async (call, req) => {
+      const held = [...pollers.values()].filter((w) => w.sandboxId === call.sandboxId).length;
+      if (held >= MAX_POLLING_WATCHERS) throw new WarrenError('resource_exhausted', `at most ${MAX_POLLING_WATCHERS} watchers per sandbox; remove some first`);
+      const watch = await openDirWatch(call, req.path, req.recursive);
+      const watcherId = newId('watch');
+      const w: PollingWatcher = { sandboxId: call.sandboxId, watch, events: [] };
+      pollers.set(watcherId, w);
+      void (async () => {
+        for await (const ev of watch.events) {
+          if (ev.type === 'error') {
+            w.failure = new WarrenError('not_found', ev.message);
+            return;
+          }
+          const fsEvent = eventOf(watch.path, ev);
+          if (fsEvent && w.events.push(fsEvent) > MAX_POLLED_EVENTS) w.events.shift();
+        }
+      })();
+      return { watcherId };
+    }),
+
+    getWatcherEvents: unary('watcher events', async (call, req) => {
+      const w = pollerOf(call, req.watcherId);
+      const events = w.events.splice(0);
+      if (!events.length && w.failure) {
+        pollers.delete(req.watcherId);
+        throw w.failure;
+      }
+      return { events };
+    }),
+
+    removeWatcher: unary('remove watcher', async (call, req) => {
+      const w = pollerOf(call, req.watcherId);
+      w.watch.close();
+      pollers.delete(req.watcherId);
+      return {};
+    }),
+  };
+}
