@@ -45,6 +45,7 @@ import type { WorkspaceDatabases } from '../databases/workspaces.js';
 import { e2bControlRoutes } from '../e2b/control.js';
 import { ENVD_PORT, envdApp } from '../e2b/envd/router.js';
 import { SANDBOX_ID_HEADER } from '../e2b/envd/call.js';
+import { OpenStreams } from '../e2b/envd/queue.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 /** Where E2B's SDKs find envd (their E2B_SANDBOX_URL is the daemon's URL and this). */
@@ -89,7 +90,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   // E2B's envd for every sandbox (docs/e2b.md), authorized by the sandbox's access token:
   // under /e2b/envd, and on the host names of port 49983, which would otherwise be port URLs.
   const watches = new WatchService(deps.sandboxes);
-  const envd = envdApp({ ...deps, watches }, E2B_ENVD_PREFIX);
+  const envdStreams = new OpenStreams();
+  const envd = envdApp({ ...deps, watches, streams: envdStreams }, E2B_ENVD_PREFIX);
   app.use(`${E2B_ENVD_PREFIX}/*`, async (c) => envd.fetch(c.req.raw, c.env));
   app.use('*', async (c, next) => {
     const target = deps.ports.hosts.parse(c.req.header('host'));
@@ -154,6 +156,7 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
       api: app,
       domain: () => `${deps.ports.hosts.domain}:${deps.ports.daemonPort()}`,
       defaults: () => deps.sandboxes.resourcesFor(undefined),
+      endStreams: (id) => envdStreams.endAll(id),
       log: deps.log,
     }),
   );

@@ -50,6 +50,8 @@ export interface ControlDeps {
   domain: () => string;
   /** What a sandbox gets when its create names no resources (the daemon's defaults). */
   defaults: () => ResolvedResources;
+  /** Ends the envd streams open on a sandbox (a pause cuts them, as E2B's does). */
+  endStreams: (sandboxId: string) => void;
   log: Logger;
 }
 
@@ -220,6 +222,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
     const call = caller(c, deps);
     const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
     if (stateOf(info) === 'paused') throw new WarrenError('conflict', `sandbox ${info.id} is already paused`);
+    deps.endStreams(info.id);
     await call('POST', `/v1/sandboxes/${info.id}/hibernate`);
     return c.body(null, 204);
   });

@@ -5,6 +5,7 @@
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import path from 'node:path/posix';
 import type { Logger } from 'pino';
 import { WarrenError, type FileStat, type WatchEvent } from '@warren/protocol';
 import { EventType, FileType, type EntryInfoSchema, type Filesystem, type FilesystemEventSchema, type WatchDirResponseSchema } from '@warren/protocol/e2b';
@@ -13,11 +14,12 @@ import type { OpenWatch, WatchService } from '../../core/watch.js';
 import { newId } from '../../core/ids.js';
 import { toConnectError } from '../errors.js';
 import { callOf, resolvePath, type EnvdCall } from './call.js';
-import { EventQueue, keepaliveMs } from './queue.js';
+import { EventQueue, keepaliveMs, type OpenStreams } from './queue.js';
 
 export interface FilesystemDeps {
   files: FileService;
   watches: WatchService;
+  streams: OpenStreams;
   log: Logger;
 }
 
@@ -36,6 +38,8 @@ const EVENT: Record<'create' | 'write' | 'remove' | 'rename', EventType> = {
   remove: EventType.REMOVE,
   rename: EventType.RENAME,
 };
+/** Uploads land in a temporary file of this name beside the target (guest files.ts). */
+const UPLOAD_TEMP_PREFIX = '.warren-upload-';
 /** Events a polling watcher keeps between two GetWatcherEvents; older ones are dropped. */
 const MAX_POLLED_EVENTS = 10_000;
 /** Polling watchers one sandbox may hold open (each is a watch in its agent). */
@@ -73,6 +77,8 @@ function entryOf(st: FileStat): Entry {
 function eventOf(root: string, ev: WatchEvent): FsEvent | undefined {
   if (ev.type !== 'create' && ev.type !== 'write' && ev.type !== 'remove' && ev.type !== 'rename') return undefined;
   const name = ev.path.startsWith(`${root}/`) ? ev.path.slice(root.length + 1) : ev.path;
+  // The temporary file an upload is written to before it is renamed into place.
+  if (path.basename(name).startsWith(UPLOAD_TEMP_PREFIX)) return undefined;
   return { name, type: EVENT[ev.type] };
 }
 
@@ -81,10 +87,11 @@ interface PollingWatcher {
   watch: OpenWatch;
   events: FsEvent[];
   failure?: WarrenError;
+  untrack: () => void;
 }
 
 export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof Filesystem> {
-  const { files, watches, log } = deps;
+  const { files, watches, streams, log } = deps;
   const pollers = new Map<string, PollingWatcher>();
 
   const unary =
@@ -143,11 +150,16 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
 
     async *watchDir(req, ctx) {
       let watch: OpenWatch | undefined;
+      let untrack: (() => void) | undefined;
       try {
         const call = callOf(ctx.requestHeader);
         watch = await openDirWatch(call, req.path, req.recursive);
         const root = watch.path;
         const q = new EventQueue<MessageInitShape<typeof WatchDirResponseSchema>>();
+        untrack = streams.track(call.sandboxId, () => {
+          watch?.close();
+          q.end();
+        });
         q.push({ event: { case: 'start', value: {} } });
         void (async () => {
           for await (const ev of (watch as OpenWatch).events) {
@@ -161,6 +173,7 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
       } catch (err) {
         throw toConnectError(err, log, 'watch dir');
       } finally {
+        untrack?.();
         watch?.close();
       }
     },
@@ -170,7 +183,12 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
       if (held >= MAX_POLLING_WATCHERS) throw new WarrenError('resource_exhausted', `at most ${MAX_POLLING_WATCHERS} watchers per sandbox; remove some first`);
       const watch = await openDirWatch(call, req.path, req.recursive);
       const watcherId = newId('watch');
-      const w: PollingWatcher = { sandboxId: call.sandboxId, watch, events: [] };
+      // A pause ends it like any stream; the next poll then says it is gone.
+      const untrack = streams.track(call.sandboxId, () => {
+        watch.close();
+        w.failure ??= new WarrenError('not_found', `watcher ${watcherId} ended when the sandbox paused`);
+      });
+      const w: PollingWatcher = { sandboxId: call.sandboxId, watch, events: [], untrack };
       pollers.set(watcherId, w);
       void (async () => {
         for await (const ev of watch.events) {
@@ -190,6 +208,7 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
       const events = w.events.splice(0);
       if (!events.length && w.failure) {
         pollers.delete(req.watcherId);
+        w.untrack();
         throw w.failure;
       }
       return { events };
@@ -198,6 +217,7 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
     removeWatcher: unary('remove watcher', async (call, req) => {
       const w = pollerOf(call, req.watcherId);
       w.watch.close();
+      w.untrack();
       pollers.delete(req.watcherId);
       return {};
     }),

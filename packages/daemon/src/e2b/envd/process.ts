@@ -21,13 +21,14 @@ import type { ExecService } from '../../core/exec.js';
 import type { TerminalService } from '../../core/terminals.js';
 import { toConnectError } from '../errors.js';
 import { callOf, resolvePath, type EnvdCall } from './call.js';
-import { EventQueue, keepaliveMs } from './queue.js';
+import { EventQueue, keepaliveMs, type OpenStreams } from './queue.js';
 
 type Event = MessageInitShape<typeof ProcessEventSchema>;
 
 export interface ProcessDeps {
   exec: ExecService;
   terminals: TerminalService;
+  streams: OpenStreams;
   log: Logger;
 }
 
@@ -67,7 +68,7 @@ const endEvent = (exitCode: number | null, signal?: string, error?: string): Eve
 const KEEPALIVE: Event = { event: { case: 'keepalive', value: {} } };
 
 export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
-  const { exec, terminals, log } = deps;
+  const { exec, terminals, streams, log } = deps;
 
   /** The running terminal with this pid, if the pid is a PTY's. */
   const terminalOf = async (call: EnvdCall, pid: number): Promise<TerminalInfo | undefined> =>
@@ -115,12 +116,18 @@ export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
   ): AsyncGenerator<{ event: Event }> {
     const q = new EventQueue<Event>();
     let running: { detach(): void } | undefined;
+    let untrack: (() => void) | undefined;
     try {
       running = await begin(q);
+      untrack = streams.track(call.sandboxId, () => {
+        running?.detach();
+        q.end();
+      });
       for await (const event of q.drain(ctx.signal, { everyMs: keepaliveMs(ctx.requestHeader), item: () => KEEPALIVE })) yield { event };
     } catch (err) {
       throw toConnectError(err, log, `process stream in ${call.sandboxId}`);
     } finally {
+      untrack?.();
       running?.detach();
     }
   }

@@ -51,3 +51,32 @@ export function keepaliveMs(headers: Headers): number {
   const asked = Number(headers.get('keepalive-ping-interval'));
   return Number.isFinite(asked) && asked >= 1 ? Math.min(asked, 300) * 1000 : 50_000;
 }
+
+/**
+ * The envd streams open on each sandbox (process output, terminals, watches), so that a pause
+ * can end them first: warren refuses to hibernate a sandbox with calls in progress, and E2B's
+ * pause cuts them. The commands keep running and continue after the resume.
+ */
+export class OpenStreams {
+  private readonly bySandbox = new Map<string, Set<() => void>>();
+
+  /** Registers a stream's ending; returns its unregistering. */
+  track(sandboxId: string, end: () => void): () => void {
+    let set = this.bySandbox.get(sandboxId);
+    if (!set) this.bySandbox.set(sandboxId, (set = new Set()));
+    set.add(end);
+    return () => {
+      set.delete(end);
+      if (!set.size) this.bySandbox.delete(sandboxId);
+    };
+  }
+
+  /** Ends every stream open on the sandbox; returns how many there were. */
+  endAll(sandboxId: string): number {
+    const set = this.bySandbox.get(sandboxId);
+    if (!set) return 0;
+    this.bySandbox.delete(sandboxId);
+    for (const end of set) end();
+    return set.size;
+  }
+}

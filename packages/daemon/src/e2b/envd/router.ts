@@ -22,6 +22,7 @@ import { SANDBOX_ID_HEADER } from './call.js';
 import { envdFileRoutes } from './files.js';
 import { filesystemService } from './filesystem.js';
 import { processService } from './process.js';
+import type { OpenStreams } from './queue.js';
 
 /** The port E2B's SDKs address envd on (`<port>-<id>` host names). */
 export const ENVD_PORT = 49983;
@@ -35,6 +36,8 @@ export interface EnvdDeps {
   files: FileService;
   terminals: TerminalService;
   watches: WatchService;
+  /** The envd streams open per sandbox: a pause ends them first. */
+  streams: OpenStreams;
   log: Logger;
 }
 
@@ -53,8 +56,8 @@ function scopeOf(method: string, rest: string): Scope {
 export function envdApp(deps: EnvdDeps, prefix: string): Hono {
   const log = deps.log.child({ component: 'e2b-envd' });
   const router = createConnectRouter();
-  router.service(Process, processService({ exec: deps.exec, terminals: deps.terminals, log }));
-  router.service(Filesystem, filesystemService({ files: deps.files, watches: deps.watches, log }));
+  router.service(Process, processService({ exec: deps.exec, terminals: deps.terminals, streams: deps.streams, log }));
+  router.service(Filesystem, filesystemService({ files: deps.files, watches: deps.watches, streams: deps.streams, log }));
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h, { httpVersion: '1.1' })]));
 
   const authorize = (c: Context, rest: string) => {
