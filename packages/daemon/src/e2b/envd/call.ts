@@ -4,7 +4,10 @@
  * `Authorization: Basic base64(user:)`, `user` when absent, as in E2B's templates.
  */
 import path from 'node:path/posix';
+import type { HandlerContext } from '@connectrpc/connect';
+import type { Logger } from 'pino';
 import { WarrenError } from '@warren/protocol';
+import { toConnectError } from '../errors.js';
 
 const E2B_DEFAULT_USER = 'user';
 export const SANDBOX_ID_HEADER = 'e2b-sandbox-id';
@@ -46,4 +49,16 @@ export function resolvePath(call: EnvdCall, p: string): string {
   if (!p) throw new WarrenError('invalid_argument', 'path must not be empty');
   if (p === '~' || p.startsWith('~/')) return path.join(call.home, p.slice(1));
   return path.isAbsolute(p) ? path.normalize(p) : path.join(call.home, p);
+}
+
+/** A unary RPC's handler from `fn`: the call's identity in, warren's errors out as Connect's. */
+export function unaryHandler(log: Logger) {
+  return <Req, Res>(what: string, fn: (call: EnvdCall, req: Req) => Promise<Res>) =>
+    async (req: Req, ctx: HandlerContext): Promise<Res> => {
+      try {
+        return await fn(callOf(ctx.requestHeader), req);
+      } catch (err) {
+        throw toConnectError(err, log, what);
+      }
+    };
 }

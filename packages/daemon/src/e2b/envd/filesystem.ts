@@ -2,7 +2,7 @@
  * envd's Filesystem service (Connect RPC) on warren's file operations, which the sandbox's
  * agent does as the calling user without following links out of its reach (docs/security.md).
  */
-import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
+import type { ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromMs } from '@bufbuild/protobuf/wkt';
 import path from 'node:path/posix';
@@ -13,7 +13,7 @@ import type { FileService } from '../../core/files.js';
 import type { OpenWatch, WatchService } from '../../core/watch.js';
 import { newId } from '../../core/ids.js';
 import { toConnectError } from '../errors.js';
-import { callOf, resolvePath, type EnvdCall } from './call.js';
+import { callOf, resolvePath, unaryHandler, type EnvdCall } from './call.js';
 import { EventQueue, keepaliveMs, type OpenStreams } from './queue.js';
 
 export interface FilesystemDeps {
@@ -94,15 +94,7 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
   const { files, watches, streams, log } = deps;
   const pollers = new Map<string, PollingWatcher>();
 
-  const unary =
-    <Req, Res>(what: string, fn: (call: EnvdCall, req: Req) => Promise<Res>) =>
-    async (req: Req, ctx: HandlerContext): Promise<Res> => {
-      try {
-        return await fn(callOf(ctx.requestHeader), req);
-      } catch (err) {
-        throw toConnectError(err, log, what);
-      }
-    };
+  const unary = unaryHandler(log);
 
   const openDirWatch = async (call: EnvdCall, p: string, recursive: boolean): Promise<OpenWatch> => {
     const watch = await watches.open(call.sandboxId, resolvePath(call, p), { recursive, user: call.user });

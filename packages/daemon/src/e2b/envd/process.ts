@@ -20,7 +20,7 @@ import {
 import type { ExecService } from '../../core/exec.js';
 import type { TerminalService } from '../../core/terminals.js';
 import { toConnectError } from '../errors.js';
-import { callOf, resolvePath, type EnvdCall } from './call.js';
+import { callOf, resolvePath, unaryHandler, type EnvdCall } from './call.js';
 import { EventQueue, keepaliveMs, type OpenStreams } from './queue.js';
 
 type Event = MessageInitShape<typeof ProcessEventSchema>;
@@ -97,16 +97,7 @@ export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
     await exec.writeStdin(call.sandboxId, pid, Buffer.from(which.value).toString('base64'), false, 'base64');
   };
 
-  /** Wraps a unary handler: the call's identity in, warren's errors out as Connect's. */
-  const unary =
-    <Req, Res>(what: string, fn: (call: EnvdCall, req: Req) => Promise<Res>) =>
-    async (req: Req, ctx: HandlerContext): Promise<Res> => {
-      try {
-        return await fn(callOf(ctx.requestHeader), req);
-      } catch (err) {
-        throw toConnectError(err, log, what);
-      }
-    };
+  const unary = unaryHandler(log);
 
   /** Output of a process as events, until it exits or the client goes (the process stays). */
   async function* streamExec(
@@ -284,7 +275,13 @@ export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
       if (!name) throw new WarrenError('invalid_argument', 'signal must be SIGKILL or SIGTERM');
       const t = await terminalOf(call, pid);
       if (t) await (await terminals.control(call.sandboxId, t.id)).signal(name);
-      else await exec.signal(call.sandboxId, pid, name);
+      else {
+        await exec.signal(call.sandboxId, pid, name).catch((err: unknown) => {
+          // envd knows only running processes: one that has exited is not found (the SDK's kill() is then false).
+          if (err instanceof WarrenError && err.code === 'failed_precondition') throw new WarrenError('not_found', `process ${pid} is not running`);
+          throw err;
+        });
+      }
       return {};
     }),
 
