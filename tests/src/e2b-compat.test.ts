@@ -11,7 +11,9 @@ import http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import {
   AuthenticationError,
+  BuildError,
   CommandExitError,
+  Template,
   type SandboxOpts,
   FileNotFoundError,
   FilesystemEventType,
@@ -291,7 +293,33 @@ test('getHost: a port of the sandbox through the daemon, with the traffic token 
   assert.match(served.body, /hello\.txt/);
   assert.equal((await getVia(host)).status, 401);
   assert.equal((await getVia(host, { 'e2b-traffic-access-token': 'wt_forged' })).status, 401);
+  // The token is warren's: the server in the sandbox never sees it.
+  await sbx.files.write('/home/user/echo.py', ECHO_HEADERS);
+  await sbx.commands.run('python3 /home/user/echo.py 8081 >/dev/null 2>&1', { background: true, timeoutMs: 0 });
+  const echoHost = sbx.getHost(8081);
+  const seen = await eventually(
+    async () => {
+      const r = await getVia(echoHost, { 'e2b-traffic-access-token': token, 'x-app': 'mine' });
+      return r.status === 200 ? r.body.toLowerCase() : undefined;
+    },
+    15_000,
+    'the header echo server answers',
+  );
+  assert.match(seen, /x-app: mine/);
+  assert.doesNotMatch(seen, /e2b-traffic-access-token|wt_/);
 });
+
+/** A server that answers with the request headers it got. */
+const ECHO_HEADERS = `import http.server, sys
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = str(self.headers).encode()
+        self.send_response(200)
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+http.server.HTTPServer(("", int(sys.argv[1])), H).serve_forever()
+`;
 
 test('envd on its own host name (49983-<id>) is the same envd, with the same token', T, async () => {
   const token = (sbx as unknown as { envdAccessToken?: string }).envdAccessToken!;
@@ -356,4 +384,29 @@ test('kill: gone for getInfo, false for a second kill, and its access token is d
     body: '{}',
   });
   assert.equal(res.status, 401);
+});
+
+test('Template.build: a template from base with run, env and workdir steps, then a sandbox of it', T, async () => {
+  const logs: string[] = [];
+  const template = Template().fromTemplate('base').runCmd('echo built-by-e2b > /etc/e2b-built').setEnvs({ FROM_TEMPLATE: 'yes' }).setWorkdir('/tmp');
+  const built = await Template.build(template, 'e2b-made', { onBuildLogs: (entry) => logs.push(entry.message) });
+  assert.equal(built.templateId, 'e2b-made');
+  assert.ok(
+    logs.some((l) => /built e2b-made version/.test(l)),
+    logs.join('\n'),
+  );
+  assert.equal(await Template.exists('e2b-made'), true);
+  const s = await create({ template: 'e2b-made' } as SandboxOpts);
+  assert.equal((await s.commands.run('cat /etc/e2b-built; echo $FROM_TEMPLATE')).stdout, 'built-by-e2b\nyes\n');
+  await s.kill();
+  // A failing step is a BuildError with its message; what warren cannot build says so.
+  const failing = Template().fromTemplate('base').runCmd('exit 7');
+  await assert.rejects(Template.build(failing, 'e2b-failing'), (err: unknown) => err instanceof BuildError && /7/.test(err.message));
+  await assert.rejects(
+    Template.build(Template().fromImage('python:3.12'), 'e2b-image'),
+    (err: unknown) => err instanceof Error && /does not pull container images/.test(err.message),
+  );
+  const removed = await fetch(`${d.url}/e2b/templates/e2b-made`, { method: 'DELETE', headers: { 'x-api-key': d.apiKey } });
+  assert.equal(removed.status, 204);
+  assert.equal(await Template.exists('e2b-made'), false);
 });

@@ -91,7 +91,19 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   // under /e2b/envd, and on the host names of port 49983, which would otherwise be port URLs.
   const watches = new WatchService(deps.sandboxes);
   const envdStreams = new OpenStreams();
-  const envd = envdApp({ ...deps, watches, streams: envdStreams }, E2B_ENVD_PREFIX);
+  const envd = envdApp(
+    {
+      access: deps.access,
+      sandboxes: deps.sandboxes,
+      exec: deps.exec,
+      files: deps.files,
+      terminals: deps.terminals,
+      watches,
+      streams: envdStreams,
+      log: deps.log,
+    },
+    E2B_ENVD_PREFIX,
+  );
   app.use(`${E2B_ENVD_PREFIX}/*`, async (c) => envd.fetch(c.req.raw, c.env));
   app.use('*', async (c, next) => {
     const target = deps.ports.hosts.parse(c.req.header('host'));

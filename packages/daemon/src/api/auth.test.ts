@@ -24,6 +24,8 @@ test('every route of the API has a rule of its own (a route without one needs ad
   const missing = routes.filter((r) => {
     const [method, path] = r.split(' ') as [string, string];
     if (path.startsWith('/v1/keys') || path === '/v1/logs' || path === '/v1/audit' || path === '/metrics') return false; // admin by design
+    // E2B's API: each call is calls of /v1 with the caller's key (e2b/warren-calls.ts); envd takes a sandbox token.
+    if (path.startsWith('/e2b/')) return false;
     return ruleFor(method, path.replace(/:[a-z]+/g, 'x1')) === undefined;
   });
   assert.deepEqual(missing, []);

@@ -1,8 +1,7 @@
 /**
  * E2B's control plane (spec/openapi.yml in e2b-dev/E2B) under /e2b, as a translation: each
- * call becomes calls of warren's own /v1 API with the caller's key (`X-API-Key`), run in
- * process through the same app. Keys, scopes, ownership, quotas and the audit trail therefore
- * apply exactly as to warren's API; this module only maps shapes and semantics (docs/e2b.md).
+ * call becomes calls of warren's own /v1 API with the caller's key (warren-calls.ts); this
+ * module only maps shapes and semantics (docs/e2b.md).
  */
 import { Hono, type Context } from 'hono';
 import type { z } from 'zod';
@@ -20,11 +19,9 @@ import {
   type E2bSandboxDetail,
   type E2bSandboxMetric,
   type E2bState,
-  type E2bTemplate,
 } from '@warren/protocol/e2b';
 import {
   WarrenError,
-  isErrorCode,
   parse,
   type CreateSandboxRequest,
   type ForkResult,
@@ -36,6 +33,8 @@ import {
 import { jsonBody } from '../api/errors.js';
 import { e2bErrorBody } from './errors.js';
 import { ENVD_VERSION } from './envd/router.js';
+import { caller, type Call, type WarrenApi } from './warren-calls.js';
+import { e2bTemplateRoutes } from './templates.js';
 
 /** E2B's SDKs create with this timeout when the caller gives none. */
 const DEFAULT_TIMEOUT_SECONDS = 300;
@@ -45,7 +44,7 @@ const CLIENT_ID = 'warren';
 
 export interface ControlDeps {
   /** warren's API app: each E2B call runs as calls of it. */
-  api: { fetch(req: Request, env?: unknown): Response | Promise<Response> };
+  api: WarrenApi;
   /** The domain of `<port>-<id>` host names, with the daemon's port (what getHost uses). */
   domain: () => string;
   /** What a sandbox gets when its create names no resources (the daemon's defaults). */
@@ -53,28 +52,6 @@ export interface ControlDeps {
   /** Ends the envd streams open on a sandbox (a pause cuts them, as E2B's does). */
   endStreams: (sandboxId: string) => void;
   log: Logger;
-}
-
-/** One warren API call with the caller's key, its error (if any) thrown as a WarrenError. */
-type Call = <T>(method: string, path: string, body?: unknown) => Promise<T>;
-
-function caller(c: Context, deps: ControlDeps): Call {
-  const key = c.req.header('x-api-key') ?? '';
-  return async <T>(method: string, path: string, body?: unknown): Promise<T> => {
-    const headers: Record<string, string> = { 'x-api-key': key, 'user-agent': `e2b-compat (${c.req.header('user-agent') ?? 'unknown'})` };
-    if (body !== undefined) headers['content-type'] = 'application/json';
-    const res = await deps.api.fetch(
-      new Request(`http://warren.internal${path}`, { method, headers, ...(body !== undefined ? { body: JSON.stringify(body) } : {}) }),
-      c.env,
-    );
-    if (res.status === 204) return undefined as T;
-    const json = (await res.json()) as { error?: { code?: unknown; message?: string } };
-    if (!res.ok) {
-      const code = isErrorCode(json.error?.code) ? json.error.code : 'internal';
-      throw new WarrenError(code, json.error?.message ?? `warren answered ${res.status}`);
-    }
-    return json as T;
-  };
 }
 
 const stateOf = (info: SandboxInfo): E2bState => (info.state === 'hibernated' || info.state === 'hibernating' ? 'paused' : 'running');
@@ -149,7 +126,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
   const create = async (c: Context) => {
     const req = await jsonOf(c, E2bNewSandbox);
-    const call = caller(c, deps);
+    const call = caller(c, deps.api);
     const network = policyOf(req.allow_internet_access, req.network);
     const body: CreateSandboxRequest = {
       template: req.templateID,
@@ -171,7 +148,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
   app.post('/v2/sandboxes', create);
 
   const list = async (c: Context, states: E2bState[]) => {
-    const call = caller(c, deps);
+    const call = caller(c, deps.api);
     const metadata = metadataQuery(c.req.query('metadata'));
     const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
     const params = new URLSearchParams({ limit: String(limit) });
@@ -192,23 +169,23 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
     return list(c, (asked as E2bState[] | undefined) ?? ['running', 'paused']);
   });
 
-  app.get('/sandboxes/:id', async (c) => c.json(detailOf(await caller(c, deps)<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`), deps.domain())));
+  app.get('/sandboxes/:id', async (c) => c.json(detailOf(await caller(c, deps.api)<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`), deps.domain())));
 
   app.delete('/sandboxes/:id', async (c) => {
-    await caller(c, deps)('DELETE', `/v1/sandboxes/${c.req.param('id')}`);
+    await caller(c, deps.api)('DELETE', `/v1/sandboxes/${c.req.param('id')}`);
     return c.body(null, 204);
   });
 
   app.post('/sandboxes/:id/timeout', async (c) => {
     const { timeout } = await jsonOf(c, E2bTimeoutRequest);
     // E2B ends a sandbox whose timeout is 0 now; warren's shortest TTL is a second.
-    await caller(c, deps)('POST', `/v1/sandboxes/${c.req.param('id')}/ttl`, { ttlSeconds: Math.max(timeout, 1) });
+    await caller(c, deps.api)('POST', `/v1/sandboxes/${c.req.param('id')}/ttl`, { ttlSeconds: Math.max(timeout, 1) });
     return c.body(null, 204);
   });
 
   app.post('/sandboxes/:id/refreshes', async (c) => {
     const { duration } = await jsonOf(c, E2bRefreshRequest);
-    const call = caller(c, deps);
+    const call = caller(c, deps.api);
     const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
     // A refresh only ever extends: the later of the current end and now + duration.
     const wanted = Date.now() + (duration || DEFAULT_TIMEOUT_SECONDS) * 1000;
@@ -219,7 +196,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
   app.post('/sandboxes/:id/pause', async (c) => {
     // `memory: false` (a files-only pause) has no counterpart: a hibernate always keeps memory.
     await jsonBody(c);
-    const call = caller(c, deps);
+    const call = caller(c, deps.api);
     const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
     if (stateOf(info) === 'paused') throw new WarrenError('conflict', `sandbox ${info.id} is already paused`);
     deps.endStreams(info.id);
@@ -229,7 +206,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
   /** Brings a paused sandbox back (201) or finds it running (200); a timeout only extends. */
   const connect = async (c: Context, timeout: number | undefined, mustBePaused: boolean) => {
-    const call = caller(c, deps);
+    const call = caller(c, deps.api);
     let info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
     const paused = stateOf(info) === 'paused';
     if (mustBePaused && !paused) throw new WarrenError('conflict', `sandbox ${info.id} is already running`);
@@ -246,7 +223,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
   app.post('/sandboxes/:id/fork', async (c) => {
     const req = await jsonOf(c, E2bForkRequest);
-    const call = caller(c, deps);
+    const call = caller(c, deps.api);
     const forked = await call<ForkResult>('POST', `/v1/sandboxes/${c.req.param('id')}/fork`, {
       count: req.count,
       ttlSeconds: req.timeout ?? DEFAULT_TIMEOUT_SECONDS,
@@ -264,37 +241,13 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
   app.put('/sandboxes/:id/network', async (c) => {
     const req = await jsonOf(c, E2bNetwork);
-    await caller(c, deps)('PUT', `/v1/sandboxes/${c.req.param('id')}/network`, policyOf(req.allow_internet_access, req) ?? { allow: [] });
+    await caller(c, deps.api)('PUT', `/v1/sandboxes/${c.req.param('id')}/network`, policyOf(req.allow_internet_access, req) ?? { allow: [] });
     return c.body(null, 204);
   });
 
-  app.get('/sandboxes/:id/metrics', async (c) => c.json(await metricsOf(caller(c, deps), c.req.param('id'))));
+  app.get('/sandboxes/:id/metrics', async (c) => c.json(await metricsOf(caller(c, deps.api), c.req.param('id'))));
 
-  app.get('/templates', async (c) => {
-    const { templates } = await caller(c, deps)<{ templates: Array<{ name: string; version: string; builtAt?: string }> }>('GET', '/v1/templates');
-    const defaults = deps.defaults();
-    return c.json(
-      templates.map(
-        (t): E2bTemplate => ({
-          templateID: t.name,
-          buildID: t.version,
-          cpuCount: defaults.cpus,
-          memoryMB: defaults.memoryMB,
-          diskSizeMB: defaults.diskMB,
-          public: false,
-          aliases: [t.name],
-          names: [t.name],
-          createdAt: t.builtAt ?? new Date(0).toISOString(),
-          updatedAt: t.builtAt ?? new Date(0).toISOString(),
-          lastSpawnedAt: null,
-          spawnCount: 0,
-          buildCount: 1,
-          envdVersion: ENVD_VERSION,
-          buildStatus: 'ready',
-        }),
-      ),
-    );
-  });
+  app.route('/', e2bTemplateRoutes(deps.api, log, deps.defaults));
 
   // Everything else E2B has (template builds, snapshots, volumes, secrets, teams) says so plainly.
   app.all('*', (c) => {

@@ -95,15 +95,18 @@ export class PortTokens {
 /** Headers that describe one hop, not the request (RFC 9110 7.6.1). */
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
 
+/** The header E2B's SDKs carry a sandbox's traffic token in (docs/e2b.md); warren's, like Authorization. */
+export const E2B_TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
+
 /**
  * Sends one HTTP request over `conn` (a connection to the port inside the sandbox) and
- * returns its response, streamed. The Authorization header and the token cookie stay out:
- * they belong to warren, not to the app.
+ * returns its response, streamed. The Authorization header, E2B's traffic token and the
+ * token cookie stay out: they belong to warren, not to the app.
  */
 export function forwardHttp(conn: Duplex, request: Request, path: string): Promise<Response> {
   const headers: Record<string, string> = {};
   request.headers.forEach((value, name) => {
-    if (HOP_BY_HOP.has(name) || name === 'authorization') return;
+    if (HOP_BY_HOP.has(name) || name === 'authorization' || name === E2B_TRAFFIC_TOKEN_HEADER) return;
     if (name === 'cookie') {
       const rest = withoutTokenCookie(value);
       if (rest) headers.cookie = rest;
@@ -140,7 +143,7 @@ export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: 
   const lines = [`${req.method} ${path} HTTP/1.1`];
   for (const [name, value] of rawHeaderPairs(req.rawHeaders)) {
     const lower = name.toLowerCase();
-    if (lower === 'authorization' || lower === 'proxy-authorization') continue;
+    if (lower === 'authorization' || lower === 'proxy-authorization' || lower === E2B_TRAFFIC_TOKEN_HEADER) continue;
     if (lower === 'cookie') {
       const rest = withoutTokenCookie(value);
       if (rest) lines.push(`cookie: ${rest}`);

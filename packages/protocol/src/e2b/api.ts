@@ -125,3 +125,57 @@ export interface E2bTemplate {
   envdVersion: string;
   buildStatus: 'ready';
 }
+
+/** POST /v3/templates: a name (`name` or `name:tag`) for a build that follows. */
+export const E2bTemplateRequest = z
+  .object({
+    name: z.string().min(1).max(128).optional(),
+    alias: z.string().min(1).max(128).optional(),
+    tags: z.array(z.string()).max(0, 'tags are not supported: a warren template has one current version').optional(),
+    cpuCount: z.number().int().optional(),
+    memoryMB: z.number().int().optional(),
+    minFreeDiskMb: z.number().int().optional(),
+  })
+  .passthrough();
+
+/** One of the SDK's build instructions. */
+export const E2bInstruction = z
+  .object({
+    type: z.enum(['RUN', 'COPY', 'ENV', 'WORKDIR', 'USER']),
+    args: z.array(z.string()),
+    force: z.boolean().optional(),
+    filesHash: z.string().optional(),
+  })
+  .passthrough();
+
+/** POST /v2/templates/:id/builds/:buildID: what to build. */
+export const E2bTemplateBuild = z
+  .object({
+    fromImage: z.string().optional(),
+    fromTemplate: z.string().optional(),
+    fromImageRegistry: z.unknown().optional(),
+    steps: z.array(E2bInstruction).max(64).default([]),
+    startCmd: z.string().optional(),
+    readyCmd: z.string().optional(),
+    force: z.boolean().optional(),
+  })
+  .passthrough();
+export type E2bTemplateBuild = z.infer<typeof E2bTemplateBuild>;
+
+export type E2bBuildStatus = 'waiting' | 'building' | 'ready' | 'error';
+
+export interface E2bLogEntry {
+  timestamp: string;
+  level: 'debug' | 'info' | 'warn' | 'error';
+  message: string;
+}
+
+/** GET /templates/:id/builds/:buildID/status */
+export interface E2bBuildInfo {
+  templateID: string;
+  buildID: string;
+  status: E2bBuildStatus;
+  logEntries: E2bLogEntry[];
+  logs: string[];
+  reason?: { message: string; step?: string; logEntries?: E2bLogEntry[] };
+}

@@ -9,7 +9,16 @@ import { Hono } from 'hono';
 import { PortUrlRequest, PortForwardRequest, WarrenError, type PortUrl, type PortForwardList } from '@warren/protocol';
 import type { TcpForwards } from '../../network/tcp-forwards.js';
 import type { SandboxService } from '../../core/sandboxes.js';
-import { forwardHttp, forwardUpgrade, pathWithoutToken, type PortHosts, PORT_TOKEN_COOKIE, PORT_TOKEN_PARAM, type PortTokens } from '../../network/ports.js';
+import {
+  E2B_TRAFFIC_TOKEN_HEADER,
+  forwardHttp,
+  forwardUpgrade,
+  pathWithoutToken,
+  type PortHosts,
+  PORT_TOKEN_COOKIE,
+  PORT_TOKEN_PARAM,
+  type PortTokens,
+} from '../../network/ports.js';
 import { authorizeSandboxCall, bearerKey, requestAddress, sourceAddress, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
@@ -24,14 +33,12 @@ export interface PortDeps {
   hosts: PortHosts;
 }
 
-/** The header E2B's SDKs carry a sandbox's traffic token in. */
-const E2B_TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
-
 const headerText = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
 
 /**
- * Who may use a port URL: an API key, a token for this sandbox and port (in the URL or
- * its cookie), or a sandbox token in E2B's traffic header. Returns the token when it came in the URL, so the response can set the cookie.
+ * Who may use a port URL: an API key, a token for this sandbox and port (in the URL or its
+ * cookie), or a sandbox token in E2B's traffic header. Returns the token when it came in the
+ * URL, so the response can set the cookie.
  */
 function authorize(
   deps: PortDeps,
