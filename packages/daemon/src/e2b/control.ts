@@ -41,6 +41,8 @@ const DEFAULT_TIMEOUT_SECONDS = 300;
 /** An access token outlives any TTL a sandbox can have; it goes when the sandbox goes. */
 const ACCESS_TOKEN_TTL_SECONDS = 30 * 24 * 3600;
 const CLIENT_ID = 'warren';
+/** Pages of warren's list (1000 each) an E2B list reads at most. */
+const MAX_LIST_PAGES = 20;
 
 export interface ControlDeps {
   /** warren's API app: each E2B call runs as calls of it. */
@@ -147,20 +149,38 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
   app.post('/sandboxes', create);
   app.post('/v2/sandboxes', create);
 
+  /**
+   * The caller's sandboxes in E2B's order (newest first, or `order=asc`), filtered by
+   * metadata, state, template and start time, in pages of `limit` with `nextToken` an offset:
+   * warren's list pages by id, so the whole list is read and ordered here.
+   */
   const list = async (c: Context, states: E2bState[]) => {
     const call = caller(c, deps.api);
-    const metadata = metadataQuery(c.req.query('metadata'));
-    const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
-    const params = new URLSearchParams({ limit: String(limit) });
-    for (const [k, v] of Object.entries(metadata)) params.set(`metadata.${k}`, v);
-    const token = c.req.query('nextToken');
-    if (token) params.set('cursor', token);
-    const page = await call<SandboxList>('GET', `/v1/sandboxes?${params}`);
-    const out = page.sandboxes
+    const params = new URLSearchParams({ limit: '1000' });
+    for (const [k, v] of Object.entries(metadataQuery(c.req.query('metadata')))) params.set(`metadata.${k}`, v);
+    const all: SandboxInfo[] = [];
+    for (let page = 0; page < MAX_LIST_PAGES; page++) {
+      const got = await call<SandboxList>('GET', `/v1/sandboxes?${params}`);
+      all.push(...got.sandboxes);
+      if (!got.nextCursor) break;
+      params.set('cursor', got.nextCursor);
+    }
+    const template = c.req.query('template');
+    const after = c.req.query('startedAfter') ? Date.parse(c.req.query('startedAfter') ?? '') : undefined;
+    if (after !== undefined && Number.isNaN(after)) throw new WarrenError('invalid_argument', 'startedAfter must be an ISO 8601 time');
+    const order = c.req.query('order') ?? 'desc';
+    if (order !== 'asc' && order !== 'desc') throw new WarrenError('invalid_argument', `order must be asc or desc (got ${order})`);
+    const picked = all
       .filter((s) => s.state !== 'dead' && s.state !== 'creating' && states.includes(stateOf(s)))
-      .map((s) => detailOf(s, deps.domain()));
-    if (page.nextCursor) c.header('x-next-token', page.nextCursor);
-    return c.json(out);
+      .filter((s) => !template || s.template === template)
+      .filter((s) => after === undefined || Date.parse(s.createdAt) >= after)
+      .sort((a, b) => (Date.parse(a.createdAt) - Date.parse(b.createdAt) || a.id.localeCompare(b.id)) * (order === 'asc' ? 1 : -1));
+    const limit = Math.min(Math.max(Number(c.req.query('limit') ?? 100) || 100, 1), 1000);
+    const offset = Number(c.req.query('nextToken') ?? 0);
+    if (!Number.isInteger(offset) || offset < 0) throw new WarrenError('invalid_argument', 'nextToken is not one this API gave');
+    const page = picked.slice(offset, offset + limit);
+    if (offset + limit < picked.length) c.header('x-next-token', String(offset + limit));
+    return c.json(page.map((s) => detailOf(s, deps.domain())));
   };
   app.get('/sandboxes', (c) => list(c, ['running']));
   app.get('/v2/sandboxes', (c) => {
@@ -245,7 +265,13 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
     return c.body(null, 204);
   });
 
-  app.get('/sandboxes/:id/metrics', async (c) => c.json(await metricsOf(caller(c, deps.api), c.req.param('id'))));
+  app.get('/sandboxes/:id/metrics', async (c) => {
+    // One sample, taken now: none when the asked window (unix seconds) does not hold now.
+    const now = Date.now() / 1000;
+    const [start, end] = [Number(c.req.query('start') ?? -Infinity), Number(c.req.query('end') ?? Infinity)];
+    const samples = await metricsOf(caller(c, deps.api), c.req.param('id'));
+    return c.json(start <= now + 1 && end >= now - 1 ? samples : []);
+  });
 
   app.route('/', e2bTemplateRoutes(deps.api, log, deps.defaults));
 

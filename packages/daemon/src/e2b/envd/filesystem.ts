@@ -73,13 +73,24 @@ function entryOf(st: FileStat): Entry {
   };
 }
 
-/** A change as envd names it: its path relative to the watched directory. */
-function eventOf(root: string, ev: WatchEvent): FsEvent | undefined {
-  if (ev.type !== 'create' && ev.type !== 'write' && ev.type !== 'remove' && ev.type !== 'rename') return undefined;
+/**
+ * A change as envd names it, its path relative to the watched directory. warren's agent
+ * reports a file written in place or renamed into place as one `create`; envd reports its
+ * creation and its write, and callers wait for the WRITE, so a file's `create` is both.
+ */
+function eventsOf(root: string, ev: WatchEvent): FsEvent[] {
+  if (ev.type !== 'create' && ev.type !== 'write' && ev.type !== 'remove' && ev.type !== 'rename') return [];
   const name = ev.path.startsWith(`${root}/`) ? ev.path.slice(root.length + 1) : ev.path;
   // The temporary file an upload is written to before it is renamed into place.
-  if (path.basename(name).startsWith(UPLOAD_TEMP_PREFIX)) return undefined;
-  return { name, type: EVENT[ev.type] };
+  if (path.basename(name).startsWith(UPLOAD_TEMP_PREFIX)) return [];
+  const uploaded = ev.type === 'rename' && ev.oldPath !== undefined && path.basename(ev.oldPath).startsWith(UPLOAD_TEMP_PREFIX);
+  if ((ev.type === 'create' || uploaded) && !ev.isDir) {
+    return [
+      { name, type: EventType.CREATE },
+      { name, type: EventType.WRITE },
+    ];
+  }
+  return [{ name, type: EVENT[ev.type] }];
 }
 
 interface PollingWatcher {
@@ -134,9 +145,9 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
       return { entries: entries.map(entryOf) };
     }),
 
+    // As envd: removing what is not there is no error.
     remove: unary('remove', async (call, req) => {
-      const target = resolvePath(call, req.path);
-      if (!(await files.remove(call.sandboxId, target, call.user))) throw new WarrenError('not_found', `no such file or directory: ${target}`);
+      await files.remove(call.sandboxId, resolvePath(call, req.path), call.user);
       return {};
     }),
 
@@ -156,8 +167,7 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
         void (async () => {
           for await (const ev of (watch as OpenWatch).events) {
             if (ev.type === 'error') return q.end(new WarrenError('not_found', ev.message));
-            const fsEvent = eventOf(root, ev);
-            if (fsEvent) q.push({ event: { case: 'filesystem', value: fsEvent } });
+            for (const fsEvent of eventsOf(root, ev)) q.push({ event: { case: 'filesystem', value: fsEvent } });
           }
           q.end();
         })().catch((err: unknown) => q.end(err));
@@ -188,8 +198,7 @@ export function filesystemService(deps: FilesystemDeps): ServiceImpl<typeof File
             w.failure = new WarrenError('not_found', ev.message);
             return;
           }
-          const fsEvent = eventOf(watch.path, ev);
-          if (fsEvent && w.events.push(fsEvent) > MAX_POLLED_EVENTS) w.events.shift();
+          for (const fsEvent of eventsOf(watch.path, ev)) if (w.events.push(fsEvent) > MAX_POLLED_EVENTS) w.events.shift();
         }
       })();
       return { watcherId };
