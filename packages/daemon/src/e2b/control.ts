@@ -89,6 +89,9 @@ function policyOf(internet: boolean | undefined, network: z.infer<typeof E2bNetw
   return undefined;
 }
 
+/** warren's path of a sandbox: the id as one path segment, whatever the caller sent. */
+const sandboxPath = (id: string) => `/v1/sandboxes/${encodeURIComponent(id)}`;
+
 /** `k=v&k2=v2`, each part URL-encoded, as the SDKs send `metadata` in a list query. */
 function metadataQuery(text: string | undefined): Record<string, string> {
   const out: Record<string, string> = {};
@@ -111,7 +114,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
   /** A fresh access token for envd and port traffic: a warren token for this one sandbox. */
   const accessFor = async (call: Call, info: SandboxInfo): Promise<E2bSandbox> => {
-    const made = await call<NewSandboxToken>('POST', `/v1/sandboxes/${info.id}/tokens`, {
+    const made = await call<NewSandboxToken>('POST', `${sandboxPath(info.id)}/tokens`, {
       scopes: ['read', 'exec', 'files'],
       ttlSeconds: ACCESS_TOKEN_TTL_SECONDS,
     });
@@ -142,7 +145,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
       return c.json(await accessFor(call, info), 201);
     } catch (err) {
       // Nothing half-made stays behind: a sandbox nobody can reach is killed.
-      await call('DELETE', `/v1/sandboxes/${info.id}`).catch((e: unknown) => log.warn({ sandbox: info.id, err: String(e) }, 'e2b create: cleanup failed'));
+      await call('DELETE', sandboxPath(info.id)).catch((e: unknown) => log.warn({ sandbox: info.id, err: String(e) }, 'e2b create: cleanup failed'));
       throw err;
     }
   };
@@ -189,27 +192,27 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
     return list(c, (asked as E2bState[] | undefined) ?? ['running', 'paused']);
   });
 
-  app.get('/sandboxes/:id', async (c) => c.json(detailOf(await caller(c, deps.api)<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`), deps.domain())));
+  app.get('/sandboxes/:id', async (c) => c.json(detailOf(await caller(c, deps.api)<SandboxInfo>('GET', sandboxPath(c.req.param('id'))), deps.domain())));
 
   app.delete('/sandboxes/:id', async (c) => {
-    await caller(c, deps.api)('DELETE', `/v1/sandboxes/${c.req.param('id')}`);
+    await caller(c, deps.api)('DELETE', sandboxPath(c.req.param('id')));
     return c.body(null, 204);
   });
 
   app.post('/sandboxes/:id/timeout', async (c) => {
     const { timeout } = await jsonOf(c, E2bTimeoutRequest);
     // E2B ends a sandbox whose timeout is 0 now; warren's shortest TTL is a second.
-    await caller(c, deps.api)('POST', `/v1/sandboxes/${c.req.param('id')}/ttl`, { ttlSeconds: Math.max(timeout, 1) });
+    await caller(c, deps.api)('POST', `${sandboxPath(c.req.param('id'))}/ttl`, { ttlSeconds: Math.max(timeout, 1) });
     return c.body(null, 204);
   });
 
   app.post('/sandboxes/:id/refreshes', async (c) => {
     const { duration } = await jsonOf(c, E2bRefreshRequest);
     const call = caller(c, deps.api);
-    const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
+    const info = await call<SandboxInfo>('GET', sandboxPath(c.req.param('id')));
     // A refresh only ever extends: the later of the current end and now + duration.
     const wanted = Date.now() + (duration || DEFAULT_TIMEOUT_SECONDS) * 1000;
-    if (wanted > Date.parse(info.expiresAt)) await call('POST', `/v1/sandboxes/${info.id}/ttl`, { ttlSeconds: Math.ceil((wanted - Date.now()) / 1000) });
+    if (wanted > Date.parse(info.expiresAt)) await call('POST', `${sandboxPath(info.id)}/ttl`, { ttlSeconds: Math.ceil((wanted - Date.now()) / 1000) });
     return c.body(null, 204);
   });
 
@@ -217,23 +220,23 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
     // `memory: false` (a files-only pause) has no counterpart: a hibernate always keeps memory.
     await jsonBody(c);
     const call = caller(c, deps.api);
-    const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
+    const info = await call<SandboxInfo>('GET', sandboxPath(c.req.param('id')));
     if (stateOf(info) === 'paused') throw new WarrenError('conflict', `sandbox ${info.id} is already paused`);
     deps.endStreams(info.id);
-    await call('POST', `/v1/sandboxes/${info.id}/hibernate`);
+    await call('POST', `${sandboxPath(info.id)}/hibernate`);
     return c.body(null, 204);
   });
 
   /** Brings a paused sandbox back (201) or finds it running (200); a timeout only extends. */
   const connect = async (c: Context, timeout: number | undefined, mustBePaused: boolean) => {
     const call = caller(c, deps.api);
-    let info = await call<SandboxInfo>('GET', `/v1/sandboxes/${c.req.param('id')}`);
+    let info = await call<SandboxInfo>('GET', sandboxPath(c.req.param('id') ?? ''));
     const paused = stateOf(info) === 'paused';
     if (mustBePaused && !paused) throw new WarrenError('conflict', `sandbox ${info.id} is already running`);
     if (info.state === 'dead') throw new WarrenError('not_found', `sandbox ${info.id} is dead: ${info.error ?? 'it stopped'}`);
-    if (paused) info = await call<SandboxInfo>('POST', `/v1/sandboxes/${info.id}/resume`);
+    if (paused) info = await call<SandboxInfo>('POST', `${sandboxPath(info.id)}/resume`);
     if (timeout !== undefined && Date.now() + timeout * 1000 > Date.parse(info.expiresAt)) {
-      info = await call<SandboxInfo>('POST', `/v1/sandboxes/${info.id}/ttl`, { ttlSeconds: timeout });
+      info = await call<SandboxInfo>('POST', `${sandboxPath(info.id)}/ttl`, { ttlSeconds: timeout });
     }
     return c.json(await accessFor(call, info), paused ? 201 : 200);
   };
@@ -244,7 +247,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
   app.post('/sandboxes/:id/fork', async (c) => {
     const req = await jsonOf(c, E2bForkRequest);
     const call = caller(c, deps.api);
-    const forked = await call<ForkResult>('POST', `/v1/sandboxes/${c.req.param('id')}/fork`, {
+    const forked = await call<ForkResult>('POST', `${sandboxPath(c.req.param('id'))}/fork`, {
       count: req.count,
       ttlSeconds: req.timeout ?? DEFAULT_TIMEOUT_SECONDS,
     });
@@ -261,7 +264,7 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
   app.put('/sandboxes/:id/network', async (c) => {
     const req = await jsonOf(c, E2bNetwork);
-    await caller(c, deps.api)('PUT', `/v1/sandboxes/${c.req.param('id')}/network`, policyOf(req.allow_internet_access, req) ?? { allow: [] });
+    await caller(c, deps.api)('PUT', `${sandboxPath(c.req.param('id'))}/network`, policyOf(req.allow_internet_access, req) ?? { allow: [] });
     return c.body(null, 204);
   });
 
@@ -287,10 +290,10 @@ export function e2bControlRoutes(deps: ControlDeps): Hono {
 
 /** One sample of E2B's metrics, read from the sandbox's own /proc (cpu over 200 ms) and its disk use. */
 async function metricsOf(call: Call, id: string): Promise<E2bSandboxMetric[]> {
-  const info = await call<SandboxInfo>('GET', `/v1/sandboxes/${id}`);
+  const info = await call<SandboxInfo>('GET', sandboxPath(id));
   if (info.state !== 'running') return [];
   const run = (cmd: string) =>
-    call<{ stdout: string; exitCode: number | null }>('POST', `/v1/sandboxes/${id}/exec`, { argv: ['/bin/sh', '-c', cmd], user: 'root' });
+    call<{ stdout: string; exitCode: number | null }>('POST', `${sandboxPath(id)}/exec`, { argv: ['/bin/sh', '-c', cmd], user: 'root' });
   const r = await run("head -1 /proc/stat; sleep 0.2; head -1 /proc/stat; grep -E '^(MemTotal|MemAvailable|Cached):' /proc/meminfo");
   const lines = r.stdout.trim().split('\n');
   const ticks = (line: string | undefined) => (line ?? '').trim().split(/\s+/).slice(1).map(Number);
