@@ -13,3 +13,4 @@ export * from './tar-check.js';
 export * from './dir-place.js';
 export * from './databases.js';
 export * from './keys.js';
+export { ndjson } from './ndjson.js';

@@ -12,6 +12,7 @@ import {
   DEBIAN_BASE,
   TEMPLATE_NAME_PATTERN,
   WarrenError,
+  ndjson,
   parse,
   type BuildTemplateRequest,
   type RecipeStep,
@@ -137,22 +138,11 @@ export function e2bTemplateRoutes(api: WarrenApi, log: Logger, defaults: () => R
       b.finishedAt = Date.now();
     };
     try {
-      const decoder = new TextDecoder();
-      let buffered = '';
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffered += decoder.decode(chunk, { stream: true });
-        let nl: number;
-        while ((nl = buffered.indexOf('\n')) >= 0) {
-          const line = buffered.slice(0, nl).trim();
-          buffered = buffered.slice(nl + 1);
-          if (!line) continue;
-          const e = JSON.parse(line) as TemplateBuildEvent;
-          const entry = logOf(e);
-          if (entry) b.info.logEntries.push(entry);
-          if (e.type === 'done') finish('ready');
-          if (e.type === 'error')
-            finish('error', { message: e.message, ...(e.step !== undefined ? { step: e.step === 1 ? 'base' : String(e.step - 1) } : {}) });
-        }
+      for await (const e of ndjson<TemplateBuildEvent>(res)) {
+        const entry = logOf(e);
+        if (entry) b.info.logEntries.push(entry);
+        if (e.type === 'done') finish('ready');
+        if (e.type === 'error') finish('error', { message: e.message, ...(e.step !== undefined ? { step: e.step === 1 ? 'base' : String(e.step - 1) } : {}) });
       }
       if (b.info.status === 'building') finish('error', { message: 'the build ended without a result' });
     } catch (err) {
