@@ -162,8 +162,12 @@ test('files: write and read text and bytes, many at once, list, info, exists, ma
   await sbx.files.remove('/home/user/newdir');
   assert.equal(await sbx.files.exists('/home/user/newdir'), false);
   await assert.rejects(sbx.files.read('/home/user/missing.txt'), FileNotFoundError);
-  // The user's files are the user's: a root-owned path is refused.
+  // The user's files are the user's: a root-owned path is refused, and so is a climb out of the home.
   await assert.rejects(sbx.files.write('/etc/e2b-test', 'x'));
+  await assert.rejects(sbx.files.read('../../etc/shadow'));
+  // A link the user plants to a root-only file reads as the user would: refused.
+  await sbx.commands.run('ln -sf /etc/shadow /home/user/shadow-link');
+  await assert.rejects(sbx.files.read('/home/user/shadow-link'));
 });
 
 test('watchDir reports a file made in the directory, and stops', T, async () => {
@@ -345,6 +349,14 @@ test('envd on its own host name (49983-<id>) is the same envd, with the same tok
   });
   assert.equal(res.status, 200, res.body);
   assert.equal((JSON.parse(res.body) as { entry: { path: string } }).entry.path, '/home/user');
+});
+
+test('the access token never enters the sandbox: not in the environment of commands or terminals, not in its files', T, async () => {
+  const token = (sbx as unknown as { envdAccessToken?: string }).envdAccessToken!;
+  assert.doesNotMatch((await sbx.commands.run('env', { user: 'root' })).stdout, new RegExp(token));
+  assert.doesNotMatch((await sbx.commands.run('env')).stdout, /wt_/);
+  const found = await sbx.commands.run(`grep -rls -- ${JSON.stringify(token)} /etc /home /root /tmp /proc/self/environ || true`, { user: 'root' });
+  assert.equal(found.stdout, '');
 });
 
 test('refusals: a bad key, no token, another sandbox with this token, bad input', T, async () => {

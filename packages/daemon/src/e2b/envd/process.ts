@@ -123,8 +123,9 @@ export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
     }
   }
 
-  const data = (q: EventQueue<Event>, which: 'stdout' | 'stderr' | 'pty') => (chunk: Buffer) =>
-    q.push({ event: { case: 'data', value: { output: { case: which, value: new Uint8Array(chunk) } } } });
+  const dataTo = (push: (ev: Event) => void, which: 'stdout' | 'stderr' | 'pty') => (chunk: Buffer) =>
+    push({ event: { case: 'data', value: { output: { case: which, value: new Uint8Array(chunk) } } } });
+  const data = (q: EventQueue<Event>, which: 'stdout' | 'stderr' | 'pty') => dataTo((ev) => q.push(ev), which);
 
   const startCommand = async (call: EnvdCall, req: StartRequest, ctx: HandlerContext, q: EventQueue<Event>) => {
     const config = req.process;
@@ -161,10 +162,7 @@ export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
         ...(req.tag ? { tag: req.tag } : {}),
         ...(deadline !== undefined && deadline > 0 ? { timeoutSeconds: deadline / 1000 } : {}),
       },
-      {
-        onStdout: (chunk) => emit({ event: { case: 'data', value: { output: { case: 'stdout', value: new Uint8Array(chunk) } } } }),
-        onStderr: (chunk) => emit({ event: { case: 'data', value: { output: { case: 'stderr', value: new Uint8Array(chunk) } } } }),
-      },
+      { onStdout: dataTo(emit, 'stdout'), onStderr: dataTo(emit, 'stderr') },
     );
     q.push({ event: { case: 'start', value: { pid: running.pid } } });
     started = true;
