@@ -6,8 +6,10 @@
  *                 replication slot, so the server keeps WAL the archive has not taken yet;
  *                 the segment being written is `<segment>.partial` (pg_receivewal's own
  *                 rename-when-complete, fsynced on every flush)
- *   <dir>/base/<finished ms>/   base backups (pg_basebackup -Ft -z -X fetch: base.tar.gz is
- *                 consistent on its own), written into `.partial-*` and renamed when whole,
+ *   <dir>/base/<finished ms>/   base backups (pg_basebackup -Ft -z -X stream: base.tar.gz
+ *                 with the WAL of its own span in pg_wal.tar.gz, streamed on a temporary
+ *                 slot, so the server needs no wal_keep_size), written into `.partial-*` and
+ *                 renamed when whole,
  *                 with meta.json {startedAt, finishedAt, firstSegment}
  *
  * Nothing is ever rewritten in place, so a daemon killed -9, a database sandbox that dies or
@@ -111,7 +113,7 @@ export class WalArchive {
     try {
       await this.run(
         'pg_basebackup',
-        ['-D', partial, '-Ft', '-z', '-X', 'fetch', '-c', 'fast', '-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'],
+        ['-D', partial, '-Ft', '-z', '-X', 'stream', '-c', 'fast', '-h', '127.0.0.1', '-p', String(ep.port), '-U', 'postgres', '-w'],
         ep,
       );
       const finishedAt = Date.now();
