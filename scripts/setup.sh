@@ -24,7 +24,8 @@ command -v runsc >/dev/null && runsc --version | grep -q 2024 || need_pkgs+=(run
 # python3 runs the Python SDK (packages/python). tmux drives `warren shell` in the tests.
 # postgresql-client-15: psql, pg_receivewal, pg_basebackup and pg_amcheck on the host, for
 # databases (docs/databases.md): WAL archiving and base backups run beside the daemon.
-host_pkgs=(debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd tmux postgresql-client-15)
+# chromium: the dashboard's tests drive it with puppeteer-core (no browser download).
+host_pkgs=(debootstrap iproute2 procps ca-certificates openssl gcc libc6-dev python3 zstd tmux postgresql-client-15 chromium)
 for p in "${host_pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done

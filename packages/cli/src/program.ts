@@ -19,6 +19,7 @@ import { registerShellCommand } from './shell.js';
 import { registerDbCommands } from './db.js';
 import { registerKeyCommands } from './keys.js';
 import { registerE2bCommands } from './e2b.js';
+import { registerUiCommand } from './ui.js';
 import { daemonOverrides, type DaemonFlags } from './daemon-flags.js';
 
 /** Every command, as `warren` has them. */
@@ -280,6 +281,7 @@ export function buildProgram(): Command {
   registerDbCommands(program);
   registerKeyCommands(program);
   registerE2bCommands(program);
+  registerUiCommand(program);
   return program;
 }
 

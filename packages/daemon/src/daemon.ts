@@ -51,6 +51,8 @@ import { ToolService } from './tools/service.js';
 import { acquireHomeLock } from './lock.js';
 import { TerminalService } from './core/terminals.js';
 import { terminalUpgrade } from './api/terminal-socket.js';
+import { UiSessions } from './api/ui-sessions.js';
+import { LiveFeed } from './core/live.js';
 import { DatabaseService } from './databases/service.js';
 import { DatabaseStore } from './databases/store.js';
 import { DatabaseUses } from './databases/uses.js';
@@ -253,6 +255,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     tokens,
     failures: new AuthFailureLimiter(config.authFailuresPerMinute),
     templates: new TemplateAccess(templates, new TemplateOwners(registry.database)),
+    sessions: new UiSessions(),
   };
   // A resume, asked for or caused by a call, counts against its owner's quota of running sandboxes.
   sandboxes.onResumeAdmission((id) => {
@@ -300,6 +303,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     terminals,
     databases,
     workspaceDatabases,
+    live: new LiveFeed(sandboxes, driver),
   });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's

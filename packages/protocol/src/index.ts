@@ -14,3 +14,4 @@ export * from './dir-place.js';
 export * from './databases.js';
 export * from './keys.js';
 export { ndjson } from './ndjson.js';
+export * from './ui.js';

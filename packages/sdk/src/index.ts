@@ -24,6 +24,8 @@ export type { Recipe, RecipeStep, TemplateBuildEvent, TemplateInfo, TemplateNetw
 export { getPool, setPoolSize, getBake, bake } from './warm.js';
 export type { PoolInfo, BakeInfo, BootKind } from '@warren/protocol';
 export { getUsage, type UsageOptions } from './usage.js';
+export { dashboardLoginLink } from './ui.js';
+export type { UiLoginLink } from '@warren/protocol';
 export type { UsageReport, UsageTotals, SandboxUsage, ApiKeyUsage, UsagePrices } from '@warren/protocol';
 export { getDaemonLogs, LOG_LEVELS, type LogsOptions } from './logs.js';
 export type { LogEntry, LogLevel, LogsResponse } from '@warren/protocol';

@@ -46,6 +46,9 @@ import { e2bControlRoutes } from '../e2b/control.js';
 import { ENVD_PORT, envdApp } from '../e2b/envd/router.js';
 import { SANDBOX_ID_HEADER } from '../e2b/envd/call.js';
 import { OpenStreams } from '../e2b/envd/queue.js';
+import { eventRoutes } from './routes/events.js';
+import { uiLoginLinkRoutes, uiRoutes } from './routes/ui.js';
+import type { LiveFeed } from '../core/live.js';
 
 const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
 /** Where E2B's SDKs find envd (their E2B_SANDBOX_URL is the daemon's URL and this). */
@@ -76,6 +79,7 @@ export interface ApiDeps {
   terminals: TerminalService;
   databases: DatabaseService;
   workspaceDatabases: WorkspaceDatabases;
+  live: LiveFeed;
 }
 
 export function buildApp(deps: ApiDeps): Hono<AuthVars> {
@@ -116,6 +120,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   });
   // Port URLs are served on their own host names, before the API's key check.
   app.use('*', portForwarding(deps.ports));
+  // The dashboard's pages and its login, which sets the session cookie the key check accepts.
+  app.route('/', uiRoutes(deps.access));
   // Every route past this point: a valid key, the route's scope, and only the key's own resources.
   const authorize = authorizeRequests(deps.access);
   // Outside the key check, so that refused calls are in the trail too.
@@ -160,6 +166,8 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
     databaseRoutes(deps.databases, deps.access, () => deps.sandboxes.resourcesFor(undefined)),
   );
   app.route('/v1/keys', keyRoutes(deps.access.keys));
+  app.route('/v1/events', eventRoutes({ feed: deps.live, sandboxes: deps.sandboxes, exec: deps.exec, egress: deps.egressLog, access: deps.access }));
+  app.route('/v1/ui', uiLoginLinkRoutes(deps.access));
   app.route('/v1/audit', auditRoutes(deps.audit));
   // E2B's control plane, as calls of this same app with the caller's key.
   app.route(

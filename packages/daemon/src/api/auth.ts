@@ -12,6 +12,8 @@ import type { QuotaGate } from '../keys/quotas.js';
 import type { KeyService, Principal } from '../keys/service.js';
 import { TOKEN_PREFIX, type SandboxTokens } from '../keys/tokens.js';
 import type { TemplateAccess } from '../templates/owners.js';
+import { getCookie } from 'hono/cookie';
+import { CSRF_HEADER, SESSION_COOKIE, csrfMatches, type UiSessions } from './ui-sessions.js';
 
 export type AuthVars = {
   Variables: {
@@ -82,6 +84,9 @@ const RULES: Rule[] = [
   rule(['GET', 'POST'], '/v1/databases', 'databases'),
   rule('*', `/v1/databases/${SEG}(?:/.*)?`, 'databases', 'database'),
   rule(['GET'], '/v1/usage', 'usage:read'),
+  rule(['GET'], '/v1/events', 'sandboxes:read'),
+  // Any key may log a browser in as itself (the session can do no more than the key).
+  rule(['POST'], '/v1/ui/login-links', null),
   rule('*', '/mcp', null),
 ];
 
@@ -119,11 +124,43 @@ export function requestApiKey(c: Context): string {
   return bearerKey({ authorization: c.req.header('authorization'), 'x-api-key': c.req.header('x-api-key') });
 }
 
+const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+/**
+ * The key a request acts as: the one it carries, else its dashboard session's (cookie). A
+ * session's call from another origin, or one that changes something without the session's
+ * CSRF token, is refused: a sandbox's own web page (a port URL is same-site with the daemon)
+ * must not be able to act with a logged-in operator's cookie.
+ */
+export function requestSecret(c: Context, sessions: UiSessions): string {
+  const key = requestApiKey(c);
+  if (key) return key;
+  const session = sessions.get(getCookie(c, SESSION_COOKIE));
+  if (!session) return '';
+  if (!sameOrigin(c.req.header('origin'), c.req.header('host')))
+    throw new WarrenError('permission_denied', `a dashboard session cannot be used from another origin (${c.req.header('origin')})`);
+  if (!SAFE_METHODS.has(c.req.method) && !csrfMatches(session, c.req.header(CSRF_HEADER)))
+    throw new WarrenError('permission_denied', `the dashboard's CSRF token is missing or stale (header ${CSRF_HEADER}); reload the page`);
+  return session.secret;
+}
+
+/** True when there is no Origin (same-origin GETs send none) or it names the host the request came to. */
+export function sameOrigin(origin: string | undefined, host: string | undefined): boolean {
+  if (origin === undefined) return true;
+  try {
+    return new URL(origin).host === host;
+  } catch (err) {
+    // Not a URL (Origin: null, from a sandboxed frame or a file): not this origin.
+    if (err instanceof TypeError) return false;
+    throw err;
+  }
+}
+
 /**
  * The principal of a request's key or sandbox token, or 401; an address with too many
  * failures gets 429 before its key is looked at.
  */
-function authenticate(access: Access, secret: string, address: string): Principal {
+export function authenticate(access: Access, secret: string, address: string): Principal {
   access.failures.check(address);
   try {
     if (!secret) throw new WarrenError('unauthenticated', 'missing API key: send "Authorization: Bearer <key>" (see WARREN_API_KEY)');
@@ -201,7 +238,7 @@ export function authorizeRequests(access: Access): MiddlewareHandler<AuthVars> {
     // Before the key check, so that a refused call's trail entry still names its sandbox.
     const found = ruleFor(c.req.method, c.req.path);
     c.set('rule', found);
-    const p = authenticate(access, requestApiKey(c), requestAddress(c));
+    const p = authenticate(access, requestSecret(c, access.sessions), requestAddress(c));
     c.set('principal', p);
     c.set('apiKeyId', p.keyId);
     const what = `${c.req.method} ${c.req.path}`;
@@ -222,6 +259,8 @@ export interface Access {
   failures: AuthFailureLimiter;
   /** Which templates a key sees and may change. */
   templates: TemplateAccess;
+  /** The dashboard's browser sessions, each acting as the key that opened it. */
+  sessions: UiSessions;
 }
 
 /**

@@ -25,7 +25,8 @@ import {
 } from '@warren/protocol';
 import type { AttachedTerminal, TerminalService } from '../core/terminals.js';
 import type { PortHosts } from '../network/ports.js';
-import { authorizeSandboxCall, bearerKey, sourceAddress, type Access } from './auth.js';
+import { authorizeSandboxCall, bearerKey, sameOrigin, sourceAddress, type Access } from './auth.js';
+import { SESSION_COOKIE, type UiSessions } from './ui-sessions.js';
 import { toWarrenError } from './errors.js';
 
 const PTY_PATH = /^\/v1\/sandboxes\/([^/]+)\/pty(?:\/([^/]+))?\/?$/;
@@ -65,7 +66,7 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
     void (async () => {
       let created: string | undefined;
       try {
-        authorizeSandboxCall(deps.access, socketSecret(req), sourceAddress(req.socket), sandboxId, 'sandboxes:exec', 'a terminal');
+        authorizeSandboxCall(deps.access, socketSecret(req, deps.access.sessions), sourceAddress(req.socket), sandboxId, 'sandboxes:exec', 'a terminal');
         if ((req.headers.upgrade ?? '').toLowerCase() !== 'websocket')
           throw new WarrenError('invalid_argument', 'this path takes a WebSocket upgrade (Upgrade: websocket)');
         let offset = offsetQuery(url);
@@ -98,12 +99,28 @@ export function terminalUpgrade(deps: TerminalSocketDeps, next: UpgradeHandler):
  * browser offers (it cannot set headers on a WebSocket). Not the query string: URLs end up
  * in logs and histories.
  */
-function socketSecret(req: IncomingMessage): string {
+function socketSecret(req: IncomingMessage, sessions: UiSessions): string {
   const fromHeaders = bearerKey(req.headers);
   if (fromHeaders) return fromHeaders;
   const offered = (req.headers['sec-websocket-protocol'] ?? '').split(',').map((p) => p.trim());
   const bearer = offered.find((p) => p.startsWith(TERMINAL_BEARER_SUBPROTOCOL_PREFIX));
-  return bearer?.slice(TERMINAL_BEARER_SUBPROTOCOL_PREFIX.length) ?? '';
+  if (bearer) return bearer.slice(TERMINAL_BEARER_SUBPROTOCOL_PREFIX.length);
+  // The dashboard's terminal: its session cookie, from its own page only. A browser always
+  // names the page's origin on a WebSocket, and a sandbox's port URL is another origin.
+  const session = sessions.get(cookieValue(req.headers.cookie, SESSION_COOKIE));
+  if (!session) return '';
+  if (req.headers.origin === undefined || !sameOrigin(req.headers.origin, req.headers.host))
+    throw new WarrenError('permission_denied', `a dashboard session cannot open a terminal from another origin (${req.headers.origin ?? 'none named'})`);
+  return session.secret;
+}
+
+/** One cookie of a Cookie header (the session id is URL-safe base64: no decoding). */
+function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
 }
 
 /** The create request a query string carries; numbers are checked by the schema. */

@@ -67,6 +67,8 @@ export interface SandboxDriver {
   diagnose(id: string): Promise<DeathCause>;
   /** Bytes of host disk the sandbox's own writes occupy. */
   diskUsage(id: string): Promise<number>;
+  /** CPU time used so far and memory held now, from the sandbox's cgroup; undefined: not running. */
+  usageNow(id: string): Promise<{ cpuNanos: number; memoryBytes: number } | undefined>;
   /** An upper estimate of the bytes a checkpoint of the sandbox writes (its memory and own files). */
   imageSizeEstimate(id: string): Promise<number>;
 }

@@ -12,6 +12,7 @@
  * daemon's shutdown write the queue first. A daemon killed meanwhile loses that queue.
  */
 import type Database from 'better-sqlite3';
+import type { EgressEntry as PublicEgressEntry } from '@warren/protocol';
 
 export interface EgressRecord {
   /** ms epoch. */
@@ -71,6 +72,22 @@ interface EgressRow {
   bytes_down: number;
   decision: 'allowed' | 'denied';
   reason: string | null;
+}
+
+/** An entry as the API shows it (GET /v1/sandboxes/:id/egress and the dashboard's stream). */
+export function publicEgressEntry(e: EgressEntry): PublicEgressEntry {
+  return {
+    id: e.id,
+    time: new Date(e.time).toISOString(),
+    host: e.host,
+    port: e.port,
+    ...(e.method ? { method: e.method } : {}),
+    ...(e.path ? { path: e.path } : {}),
+    bytesUp: e.bytesUp,
+    bytesDown: e.bytesDown,
+    decision: e.decision,
+    ...(e.reason ? { reason: e.reason } : {}),
+  };
 }
 
 export class EgressLog {
@@ -182,6 +199,13 @@ export class EgressLog {
     const limit = Math.min(MAX_LIST_LIMIT, Math.max(1, Math.trunc(opts.limit ?? DEFAULT_LIST_LIMIT)));
     const rows = this.listStmt.all(sandboxId, afterId, limit) as EgressRow[];
     return rows.map(toEntry);
+  }
+
+  /** The id before a sandbox's newest `count` records: where a follower starts to see only those. */
+  idBeforeLast(sandboxId: string, count: number): number {
+    this.flush();
+    const row = this.db.prepare('SELECT id FROM egress_log WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(sandboxId, count) as { id: number } | undefined;
+    return row?.id ?? 0;
   }
 
   /** Removes records older than `before` (ms epoch); returns how many. */

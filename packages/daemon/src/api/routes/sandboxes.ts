@@ -15,7 +15,7 @@ import {
   type SandboxDatabaseList,
   type SandboxState,
 } from '@warren/protocol';
-import type { EgressLog } from '../../network/audit.js';
+import { publicEgressEntry, type EgressLog } from '../../network/audit.js';
 import type { SandboxService } from '../../core/sandboxes.js';
 import type { WorkspaceDatabases } from '../../databases/workspaces.js';
 import type { SnapshotService } from '../../core/snapshots.js';
@@ -83,18 +83,7 @@ export function sandboxRoutes(
     sandboxes.get(id); // 404 for unknown sandboxes
     const after = optionalInteger(c.req.query('after'), 'after', 0, Number.MAX_SAFE_INTEGER);
     const limit = optionalInteger(c.req.query('limit'), 'limit', 1, 1000) ?? 100;
-    const entries = egress.list(id, { afterId: after, limit }).map((e) => ({
-      id: e.id,
-      time: new Date(e.time).toISOString(),
-      host: e.host,
-      port: e.port,
-      ...(e.method ? { method: e.method } : {}),
-      ...(e.path ? { path: e.path } : {}),
-      bytesUp: e.bytesUp,
-      bytesDown: e.bytesDown,
-      decision: e.decision,
-      ...(e.reason ? { reason: e.reason } : {}),
-    }));
+    const entries = egress.list(id, { afterId: after, limit }).map(publicEgressEntry);
     return c.json({ entries } satisfies EgressList);
   });
 

@@ -465,6 +465,16 @@ export class GvisorDriver implements SandboxDriver {
     return memory + (await this.diskUsage(id));
   }
 
+  async usageNow(id: string): Promise<{ cpuNanos: number; memoryBytes: number } | undefined> {
+    const cid = this.cid(id);
+    const [cpu, memory] = await Promise.all([
+      readCgroupFile('cpuacct', CGROUP_PARENT, cid, 'cpuacct.usage'),
+      readCgroupFile('memory', CGROUP_PARENT, cid, 'memory.usage_in_bytes'),
+    ]);
+    if (cpu === undefined || memory === undefined) return undefined;
+    return { cpuNanos: Number(cpu), memoryBytes: Number(memory) };
+  }
+
   /** Drops runsc's state files of a container (a last resort, or after removeStopped). */
   private async forgetState(id: string): Promise<void> {
     const root = this.opts.stateRoot;

@@ -1,0 +1,112 @@
+/** Every sandbox the key sees, live: filter by state and metadata, search by id, act on each. */
+import { useMemo, useState } from 'preact/hooks';
+import type { LiveSandbox, SandboxState } from '@warren/protocol';
+import { SandboxActions } from '../actions.js';
+import { age, bytes, duration, percent } from '../format.js';
+import { useLive, useNow } from '../live.js';
+
+/** The protocol's states (its runtime values would bring zod into the page's bundle). */
+const STATES: readonly SandboxState[] = ['creating', 'running', 'hibernating', 'hibernated', 'dead'];
+
+/** "key=value" pairs, separated by spaces or commas; a term without "=" matches a key. */
+function metadataMatches(s: LiveSandbox, filter: string): boolean {
+  return filter
+    .split(/[\s,]+/)
+    .filter(Boolean)
+    .every((term) => {
+      const eq = term.indexOf('=');
+      if (eq < 0) return term in s.metadata;
+      return s.metadata[term.slice(0, eq)] === term.slice(eq + 1);
+    });
+}
+
+export function SandboxesPage() {
+  const live = useLive();
+  const now = useNow();
+  const [state, setState] = useState('');
+  const [metadata, setMetadata] = useState('');
+  const [search, setSearch] = useState('');
+  const rows = useMemo(
+    () =>
+      [...live.sandboxes.values()]
+        .filter((s) => (!state || s.state === state) && (!search || s.id.includes(search.trim())) && metadataMatches(s, metadata))
+        .sort((a, b) => b.createdAt.localeCompare(a.createdAt)),
+    [live.sandboxes, state, metadata, search],
+  );
+  return (
+    <section aria-labelledby="sandboxes-title">
+      <h1 id="sandboxes-title">
+        Sandboxes <span class="count">{rows.length === live.sandboxes.size ? rows.length : `${rows.length} of ${live.sandboxes.size}`}</span>
+        {!live.connected && <span class="offline"> (reconnecting…)</span>}
+      </h1>
+      <div class="filters">
+        <label>
+          State
+          <select value={state} onChange={(e) => setState((e.target as HTMLSelectElement).value)}>
+            <option value="">any</option>
+            {STATES.map((s) => (
+              <option key={s} value={s}>
+                {s}
+              </option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Metadata
+          <input placeholder="key=value" value={metadata} onInput={(e) => setMetadata((e.target as HTMLInputElement).value)} />
+        </label>
+        <label>
+          Id
+          <input type="search" placeholder="sb-…" value={search} onInput={(e) => setSearch((e.target as HTMLInputElement).value)} />
+        </label>
+      </div>
+      <div class="table-wrap">
+        <table class="sandboxes">
+          <thead>
+            <tr>
+              <th scope="col">Id</th>
+              <th scope="col">State</th>
+              <th scope="col">Template</th>
+              <th scope="col">Metadata</th>
+              <th scope="col">Age</th>
+              <th scope="col">TTL left</th>
+              <th scope="col">CPU</th>
+              <th scope="col">Memory</th>
+              <th scope="col">Disk</th>
+              <th scope="col">Actions</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows.map((s) => (
+              <tr key={s.id} data-id={s.id}>
+                <td>
+                  <a href={`#/sandbox/${encodeURIComponent(s.id)}`}>{s.id}</a>
+                </td>
+                <td>
+                  <span class={`state ${s.state}`}>{s.state}</span>
+                </td>
+                <td>{s.template}</td>
+                <td class="metadata">
+                  {Object.entries(s.metadata).map(([k, v]) => (
+                    <span key={k} class="tag">
+                      {k}={v}
+                    </span>
+                  ))}
+                </td>
+                <td>{age(s.createdAt, now)}</td>
+                <td>{s.state === 'dead' ? '–' : duration((Date.parse(s.expiresAt) - now) / 1000)}</td>
+                <td>{percent(s.cpu)}</td>
+                <td>{bytes(s.memoryBytes)}</td>
+                <td>{bytes(s.diskBytes)}</td>
+                <td>
+                  <SandboxActions sandbox={s} compact />
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {live.connected && rows.length === 0 && <p class="empty">No sandboxes{live.sandboxes.size ? ' match these filters' : ' yet'}.</p>}
+    </section>
+  );
+}

@@ -1,0 +1,93 @@
+/** Templates: their versions, bake state, and warm pools with hit rates and claim latency. */
+import { useEffect, useState } from 'preact/hooks';
+import type { BakeInfo, PoolInfo, TemplateInfo, TemplateList } from '@warren/protocol';
+import { api } from '../api.js';
+import { time } from '../format.js';
+
+interface Row {
+  template: TemplateInfo;
+  bake?: BakeInfo;
+  pool?: PoolInfo;
+}
+
+/** How often the page asks again: templates change at builds, pools at claims. */
+const REFRESH_MS = 10_000;
+
+export function TemplatesPage() {
+  const [rows, setRows] = useState<Row[] | undefined>();
+  const [error, setError] = useState('');
+  useEffect(() => {
+    let stopped = false;
+    const load = async () => {
+      try {
+        const { templates } = await api<TemplateList>('GET', '/v1/templates');
+        const loaded = await Promise.all(
+          templates.map(async (t) => {
+            const name = encodeURIComponent(t.name);
+            const [bake, pool] = await Promise.all([
+              api<BakeInfo>('GET', `/v1/templates/${name}/bake`).catch(() => undefined),
+              api<PoolInfo>('GET', `/v1/templates/${name}/pool`).catch(() => undefined),
+            ]);
+            return { template: t, ...(bake ? { bake } : {}), ...(pool ? { pool } : {}) };
+          }),
+        );
+        if (!stopped) setRows(loaded.sort((a, b) => a.template.name.localeCompare(b.template.name)));
+      } catch (err) {
+        if (!stopped) setError((err as Error).message);
+      }
+    };
+    void load();
+    const t = setInterval(load, REFRESH_MS);
+    return () => {
+      stopped = true;
+      clearInterval(t);
+    };
+  }, []);
+  return (
+    <section aria-labelledby="templates-title">
+      <h1 id="templates-title">Templates</h1>
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+      {!rows && !error && <p class="loading">Loading…</p>}
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Template</th>
+              <th scope="col">Version</th>
+              <th scope="col">Built</th>
+              <th scope="col">Bake</th>
+              <th scope="col">Pool (ready / size)</th>
+              <th scope="col">Hit rate</th>
+              <th scope="col">Claim p50 / p95</th>
+            </tr>
+          </thead>
+          <tbody>
+            {rows?.map(({ template: t, bake, pool }) => {
+              const claims = pool ? pool.hits + pool.misses : 0;
+              return (
+                <tr key={t.name}>
+                  <td>{t.name}</td>
+                  <td>
+                    <code>{t.version}</code>
+                  </td>
+                  <td>{t.builtAt ? time(t.builtAt) : '–'}</td>
+                  <td title={bake?.error ?? bake?.reason ?? ''}>
+                    {bake ? bake.state : '–'}
+                    {bake?.ms !== undefined ? ` (${(bake.ms / 1000).toFixed(1)} s)` : ''}
+                  </td>
+                  <td>{pool ? `${pool.ready} / ${pool.size}` : '–'}</td>
+                  <td>{claims ? `${Math.round((pool!.hits / claims) * 100)}% of ${claims}` : '–'}</td>
+                  <td>{pool?.claimMs ? `${pool.claimMs.p50.toFixed(0)} / ${pool.claimMs.p95.toFixed(0)} ms` : '–'}</td>
+                </tr>
+              );
+            })}
+          </tbody>
+        </table>
+      </div>
+    </section>
+  );
+}
