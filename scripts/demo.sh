@@ -208,4 +208,10 @@ try {
 JS
 )
 
-log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren --help"
+log "the dashboard: every sandbox live, the fork tree, a terminal and files in the browser (docs/dashboard.md)"
+# A one-time login link, valid for a minute; `warren ui` opens one in a local browser.
+link=$($w ui --url)
+curl -fsS -o /dev/null "${link%%/ui/login*}/ui/"
+echo "  served at ${link%%/ui/login*}/ui/; this link logs a browser in once within a minute: $link"
+
+log "demo finished. Try: ./bin/warren create, ./bin/warren exec ID -- CMD, ./bin/warren ui, ./bin/warren --help"

@@ -35,6 +35,7 @@ export const SUITES = [
   'databases',
   'auth',
   'e2b',
+  'dashboard',
 ] as const;
 export type SuiteName = (typeof SUITES)[number];
 
@@ -100,6 +101,10 @@ export const DEFAULT_ITERS = {
   e2b: 100,
   /** Creates of the e2b suite (each SDK, interleaved). */
   e2bcreate: 10,
+  /** Page loads of the dashboard suite (each beside a load of the login page). */
+  dashboard: 10,
+  /** Hibernated records the dashboard suite lists (seeded as the density suite does). */
+  dashboardrows: 500,
 };
 export type Iters = typeof DEFAULT_ITERS;
 

@@ -18,6 +18,7 @@
  *   node bench/dist/run.js density --n density=150,records=10000  # N idle sandboxes; 10,000 hibernated records
  *   node bench/dist/run.js databases --n databases=5        # database create and branch of 100 MB vs plain forks
  *   node bench/dist/run.js terminal --n terminal=200        # keystroke echo through a terminal vs in-sandbox pipe and pty
+ *   node bench/dist/run.js dashboard --n dashboard=10,dashboardrows=500  # the dashboard in chromium: page load with 500 listed, idle CPU, keystroke echo
  *   node bench/dist/run.js e2b --n e2b=100,e2bcreate=10     # E2B's official SDK vs warren's: commands.run('true'), Sandbox.create()
  *   BENCH_N=create=4 BENCH_SCALE=0.5 npm run bench         # the same through the environment
  *   node bench/dist/run.js --json results.json              # also write all samples as JSON
@@ -53,6 +54,7 @@ import { runDirs } from './suites/dirs.js';
 import { runStdin } from './suites/stdin.js';
 import { runWatch } from './suites/watch.js';
 import { runDatabases } from './suites/databases.js';
+import { runDashboard } from './suites/dashboard.js';
 import { runAuth } from './suites/auth.js';
 import { runE2b } from './suites/e2b.js';
 import { chooseRunsc, resolveConfig } from '@warren/daemon';
@@ -82,6 +84,7 @@ const RUNNERS: Record<SuiteName, (ctx: Context) => Promise<void>> = {
   databases: runDatabases,
   auth: runAuth,
   e2b: runE2b,
+  dashboard: runDashboard,
 };
 const PRINT_GROUPS: Record<SuiteName, string[]> = {
   rss: ['rss'],
@@ -108,6 +111,7 @@ const PRINT_GROUPS: Record<SuiteName, string[]> = {
   databases: ['databases'],
   auth: ['auth'],
   e2b: ['e2b'],
+  dashboard: ['dashboard'],
 };
 
 function usage(msg?: string, code = 2): never {

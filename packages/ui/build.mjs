@@ -11,6 +11,9 @@ await build({
   entryPoints: { app: `${here}src/main.tsx` },
   outdir: `${here}dist`,
   bundle: true,
+  // The terminal and the usage charts load on first use, from chunks of their own.
+  splitting: true,
+  chunkNames: 'chunk-[hash]',
   format: 'esm',
   target: 'es2022',
   jsx: 'automatic',

@@ -13,7 +13,8 @@ import http from 'node:http';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
-import { Sandbox } from '@warren/sdk';
+import { Sandbox, Template, TemplateBuildError } from '@warren/sdk';
+import type { TemplateBuildLogList, TemplateVersionList } from '@warren/protocol';
 import { REPO, eventually, runWarren, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -236,6 +237,50 @@ test('templates and usage pages render, and the list fits a phone', T, async () 
   assert.ok(overflow <= 0, `the page scrolls sideways by ${overflow} px at 390 px`);
   await shot(phone, '09-phone');
   await phone.close();
+});
+
+test('templates: versions and build logs, kept for good and failed builds, readable in the page', T, async () => {
+  const name = `dashlogs${process.pid}`;
+  const marker = 'printed-by-the-dashboard-test';
+  try {
+    const info = await Template.buildRecipe({ name, from: 'base', steps: [{ type: 'run', cmd: `echo ${marker}-$((6*7))` }] }, { ...d.conn, contextDir: tmpdir() });
+    await assert.rejects(
+      Template.buildRecipe({ name, from: 'base', steps: [{ type: 'run', cmd: 'echo about-to-fail; exit 3' }] }, { ...d.conn, contextDir: tmpdir() }),
+      TemplateBuildError,
+    );
+    const { builds } = await d.http.json<TemplateBuildLogList>('GET', `/v1/templates/${name}/builds`);
+    assert.deepEqual(
+      builds.map((b) => [b.state, b.version]),
+      [
+        ['failed', undefined],
+        ['ok', info.version],
+      ],
+    );
+    const failedLog = await (await d.http.request('GET', `/v1/templates/${name}/builds/${builds[0]?.id}`)).text();
+    assert.match(failedLog, /about-to-fail/);
+    assert.match(failedLog, /failed: /);
+    const { versions } = await d.http.json<TemplateVersionList>('GET', `/v1/templates/${name}/versions`);
+    assert.deepEqual(
+      versions.map((v) => [v.version, v.current]),
+      [[info.version, true]],
+    );
+    await assert.rejects(d.http.json('GET', `/v1/templates/${name}/builds/1-nope`), /no build log 1-nope/);
+
+    const page = await loggedIn();
+    await page.goto(`${d.url}/ui/#/templates`);
+    const open = `xpath/.//tr[td[1][text()="${name}"]]//button`;
+    await page.waitForSelector(open);
+    await (await page.$(open))?.click();
+    await waitForText(page, '.detail', /\(current\)/, 'the versions list marks the current one');
+    const logButtons = await page.$$('.detail button.link');
+    assert.equal(logButtons.length, 2, 'one log button per build');
+    await logButtons[1]?.click();
+    await waitForText(page, '.detail pre.output', new RegExp(`${marker}-42`), 'the good build log shows the step output');
+    await shot(page, '10-template-logs');
+    await page.close();
+  } finally {
+    await Template.delete(name, d.conn).catch(() => undefined);
+  }
 });
 
 /** A raw request with a session cookie and chosen headers, as another page would send it. */

@@ -53,6 +53,7 @@ import { TerminalService } from './core/terminals.js';
 import { terminalUpgrade } from './api/terminal-socket.js';
 import { UiSessions } from './api/ui-sessions.js';
 import { LiveFeed } from './core/live.js';
+import { BuildLogs } from './templates/build-logs.js';
 import { DatabaseService } from './databases/service.js';
 import { DatabaseStore } from './databases/store.js';
 import { DatabaseUses } from './databases/uses.js';
@@ -198,7 +199,9 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     log,
   });
   await builder.recover();
-  const templateService = new TemplateService(templates, builder, log);
+  const buildLogs = new BuildLogs(path.join(config.templatesDir, '.build-logs'));
+  buildLogs.recover();
+  const templateService = new TemplateService(templates, builder, log, buildLogs);
   templateService.addUsageCheck((name) => registry.liveUsingTemplate(name).map((id) => `sandbox ${id}`));
   templateService.addUsageCheck((name) => registry.snapshotsUsingTemplate(name).map((id) => `snapshot ${id}`));
   templateService.onRemove((name) => pool.drop(name));
@@ -303,7 +306,7 @@ export async function startDaemon(overrides: Partial<DaemonConfig> = {}): Promis
     terminals,
     databases,
     workspaceDatabases,
-    live: new LiveFeed(sandboxes, driver),
+    live: new LiveFeed(sandboxes, driver, () => registry.generation),
   });
   const server: ServerType = await new Promise((resolve) => {
     // The app discards unread request bodies itself (see lingerOnUnreadBody): the adapter's

@@ -199,3 +199,23 @@ export type TemplateBuildEvent =
   /** The build failed; for a failed step, its exit code and the tail of its output. */
   | { type: 'error'; code: ErrorCode; message: string; step?: number; exitCode?: number | null; output?: string }
   | { type: 'keepalive' };
+
+/** GET /v1/templates/:name/builds: one build's log (GET .../builds/:id is its text). */
+export interface TemplateBuildLog {
+  /** Start time in ms and a random suffix; logs sort by it. */
+  id: string;
+  startedAt: string;
+  /** `running` until the build ends; a daemon that died mid-build marks it `failed` at its next start. */
+  state: 'running' | 'ok' | 'failed';
+  /** The version an `ok` build made. */
+  version?: string;
+}
+
+export interface TemplateBuildLogList {
+  builds: TemplateBuildLog[];
+}
+
+/** GET /v1/templates/:name/versions: every version on disk, newest first. */
+export interface TemplateVersionList {
+  versions: Array<{ version: string; builtAt?: string; current: boolean }>;
+}

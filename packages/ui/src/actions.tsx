@@ -1,86 +1,126 @@
-/** The buttons that act on one sandbox; what happened is told in a status line. */
+/** What can be done to a sandbox, as plain functions, and the buttons of one sandbox's page. */
 import { useState } from 'preact/hooks';
 import type { ForkResult, LiveSandbox, SnapshotInfo } from '@warren/protocol';
 import { api } from './api.js';
 
-export function SandboxActions({ sandbox, compact = false }: { sandbox: LiveSandbox; compact?: boolean }) {
-  const [busy, setBusy] = useState('');
+export type Action = 'hibernate' | 'resume' | 'fork' | 'snapshot' | 'ttl' | 'kill';
+
+export const ACTION_LABELS: Record<Action, string> = {
+  hibernate: 'Hibernate',
+  resume: 'Resume',
+  fork: 'Fork',
+  snapshot: 'Snapshot',
+  ttl: 'Set TTL',
+  kill: 'Kill',
+};
+
+/** The actions that apply to a sandbox in its state, in the order they are shown. */
+export function actionsFor(s: LiveSandbox): Action[] {
+  const live = s.state === 'running' || s.state === 'hibernated';
+  const out: Action[] = [];
+  if (s.state === 'running') out.push('hibernate');
+  if (s.state === 'hibernated') out.push('resume');
+  if (live) out.push('fork', 'snapshot', 'ttl');
+  if (s.state !== 'dead') out.push('kill');
+  return out;
+}
+
+/** Runs an action (asking first where it is destructive); the sentence says what happened, '' if cancelled. */
+export async function runAction(action: Action, id: string): Promise<string> {
+  const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
+  switch (action) {
+    case 'hibernate':
+      await api('POST', `${path}/hibernate`);
+      return `${id} hibernated`;
+    case 'resume':
+      await api('POST', `${path}/resume`);
+      return `${id} resumed`;
+    case 'fork': {
+      const r = await api<ForkResult>('POST', `${path}/fork`, { count: 1 });
+      return `${id} forked: ${r.sandboxes.map((s) => s.id).join(', ')}`;
+    }
+    case 'snapshot': {
+      const s = await api<SnapshotInfo>('POST', `${path}/snapshots`, {});
+      return `snapshot ${s.id} of ${id} saved`;
+    }
+    case 'ttl': {
+      const answer = window.prompt(`New time to live of ${id}, in seconds from now`, '3600');
+      if (answer === null) return '';
+      await api('POST', `${path}/ttl`, { ttlSeconds: Number(answer) });
+      return `TTL of ${id} set to ${answer} s`;
+    }
+    case 'kill':
+      if (!window.confirm(`Kill ${id}? Its memory, processes and files are lost.`)) return '';
+      await api('DELETE', path);
+      return `${id} killed`;
+  }
+}
+
+/**
+ * Runs actions one at a time per sandbox and reports each outcome; `busy` names the sandbox
+ * and action under way.
+ */
+export function useActions(): {
+  busy: { id: string; action: Action } | undefined;
+  message: string;
+  act: (action: Action, id: string) => Promise<void>;
+} {
+  const [busy, setBusy] = useState<{ id: string; action: Action } | undefined>();
   const [message, setMessage] = useState('');
-  const path = `/v1/sandboxes/${encodeURIComponent(sandbox.id)}`;
-  const run = (label: string, call: () => Promise<string>) => async () => {
-    setBusy(label);
+  const act = async (action: Action, id: string) => {
+    setBusy({ id, action });
     setMessage('');
     try {
-      setMessage(await call());
+      setMessage(await runAction(action, id));
     } catch (err) {
-      setMessage(`${label} failed: ${(err as Error).message}`);
+      setMessage(`${ACTION_LABELS[action]} of ${id} failed: ${(err as Error).message}`);
     } finally {
-      setBusy('');
+      setBusy(undefined);
     }
   };
-  const live = sandbox.state === 'running' || sandbox.state === 'hibernated';
-  const buttons = [
-    sandbox.state === 'running' && {
-      label: 'Hibernate',
-      call: async () => {
-        await api('POST', `${path}/hibernate`);
-        return `${sandbox.id} hibernated`;
-      },
-    },
-    sandbox.state === 'hibernated' && {
-      label: 'Resume',
-      call: async () => {
-        await api('POST', `${path}/resume`);
-        return `${sandbox.id} resumed`;
-      },
-    },
-    live && {
-      label: 'Fork',
-      call: async () => {
-        const r = await api<ForkResult>('POST', `${path}/fork`, { count: 1 });
-        return `forked: ${r.sandboxes.map((s) => s.id).join(', ')}`;
-      },
-    },
-    live && {
-      label: 'Snapshot',
-      call: async () => {
-        const s = await api<SnapshotInfo>('POST', `${path}/snapshots`, {});
-        return `snapshot ${s.id} saved`;
-      },
-    },
-    live && {
-      label: 'Set TTL',
-      call: async () => {
-        const answer = window.prompt(`New time to live of ${sandbox.id}, in seconds from now`, '3600');
-        if (answer === null) return '';
-        await api('POST', `${path}/ttl`, { ttlSeconds: Number(answer) });
-        return `TTL of ${sandbox.id} set to ${answer} s`;
-      },
-    },
-    sandbox.state !== 'dead' && {
-      label: 'Kill',
-      danger: true,
-      call: async () => {
-        if (!window.confirm(`Kill ${sandbox.id}? Its memory, processes and files are lost.`)) return '';
-        await api('DELETE', path);
-        return `${sandbox.id} killed`;
-      },
-    },
-  ].filter((b): b is { label: string; call: () => Promise<string>; danger?: boolean } => Boolean(b));
+  return { busy, message, act };
+}
+
+/** Buttons for each action, marked with data-action and data-id for a delegated click handler. */
+export function ActionButtons({ sandbox, busy }: { sandbox: LiveSandbox; busy: Action | undefined }) {
   return (
-    <div class={compact ? 'actions compact' : 'actions'}>
-      {buttons.map((b) => (
+    <>
+      {actionsFor(sandbox).map((a) => (
         <button
-          key={b.label}
+          key={a}
           type="button"
-          class={b.danger ? 'danger' : ''}
-          disabled={busy !== ''}
-          aria-label={`${b.label} ${sandbox.id}`}
-          onClick={run(b.label, b.call)}
+          class={a === 'kill' ? 'danger' : ''}
+          data-action={a}
+          data-id={sandbox.id}
+          disabled={busy !== undefined}
+          aria-label={`${ACTION_LABELS[a]} ${sandbox.id}`}
         >
-          {busy === b.label ? `${b.label}…` : b.label}
+          {busy === a ? `${ACTION_LABELS[a]}…` : ACTION_LABELS[a]}
         </button>
       ))}
+    </>
+  );
+}
+
+/** The action of a click on one of ActionButtons' buttons, if it was one. */
+export function clickedAction(e: Event): { action: Action; id: string } | undefined {
+  const button = (e.target as HTMLElement).closest<HTMLButtonElement>('button[data-action]');
+  if (!button || button.disabled) return undefined;
+  return { action: button.dataset.action as Action, id: button.dataset.id ?? '' };
+}
+
+/** One sandbox's buttons with their status line (the sandbox page). */
+export function SandboxActions({ sandbox }: { sandbox: LiveSandbox }) {
+  const { busy, message, act } = useActions();
+  return (
+    <div
+      class="actions"
+      onClick={(e) => {
+        const hit = clickedAction(e);
+        if (hit) void act(hit.action, hit.id);
+      }}
+    >
+      <ActionButtons sandbox={sandbox} busy={busy?.action} />
       {message && (
         <span class="message" role="status">
           {message}

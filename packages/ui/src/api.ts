@@ -37,6 +37,13 @@ export async function api<T>(method: string, path: string, body?: unknown): Prom
   return (await decode(res)) as T;
 }
 
+/** A GET whose answer is text (a build log). */
+export async function apiText(path: string): Promise<string> {
+  const res = await fetch(path, { credentials: 'same-origin' });
+  if (!res.ok) await decode(res);
+  return res.text();
+}
+
 /** Uploads a file's bytes to a path in a sandbox. */
 export async function upload(sandboxId: string, path: string, file: Blob): Promise<void> {
   const url = `/v1/sandboxes/${encodeURIComponent(sandboxId)}/files?path=${encodeURIComponent(path)}`;

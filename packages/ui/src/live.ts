@@ -41,12 +41,12 @@ export function useLive(sandboxId?: string): LiveState {
   return state;
 }
 
-/** The current time, ticking once a second (ages and TTLs count on without the server). */
-export function useNow(): number {
+/** The current time, ticking every `everyMs` (ages and TTLs count on without the server). */
+export function useNow(everyMs = 1000): number {
   const [now, setNow] = useState(Date.now());
   useEffect(() => {
-    const t = setInterval(() => setNow(Date.now()), 1000);
+    const t = setInterval(() => setNow(Date.now()), everyMs);
     return () => clearInterval(t);
-  }, []);
+  }, [everyMs]);
   return now;
 }

@@ -10,7 +10,9 @@ import { SandboxesPage } from './pages/sandboxes.js';
 import { TreePage } from './pages/tree.js';
 import { SandboxPage } from './pages/sandbox.js';
 import { TemplatesPage } from './pages/templates.js';
-import { UsagePage } from './pages/usage.js';
+import { lazy } from './lazy.js';
+
+const UsagePage = lazy(() => import('./pages/usage.js').then((m) => m.UsagePage));
 
 function useRoute(): string[] {
   const read = () => window.location.hash.replace(/^#\/?/, '').split('/').filter(Boolean).map(decodeURIComponent);
@@ -18,6 +20,8 @@ function useRoute(): string[] {
   useEffect(() => {
     const on = () => setRoute(read());
     window.addEventListener('hashchange', on);
+    // The hash may have changed between the first render and this listener.
+    on();
     return () => window.removeEventListener('hashchange', on);
   }, []);
   return route;

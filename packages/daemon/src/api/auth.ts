@@ -63,7 +63,7 @@ const ACTS_ON_A_SANDBOX: Scope[] = ['sandboxes:exec', 'sandboxes:files', 'sandbo
 const RULES: Rule[] = [
   rule(['GET'], '/v1/health', null),
   rule(['GET'], '/v1/tools', null),
-  rule(['GET'], `/v1/templates(?:/${SEG}(?:/bake|/pool)?)?`, null),
+  rule(['GET'], `/v1/templates(?:/${SEG}(?:/bake|/pool|/versions|/builds(?:/[^/]+)?)?)?`, null),
   rule(['POST', 'PUT', 'DELETE'], `/v1/templates(?:/.*)?`, 'templates:build'),
   rule(['POST'], '/v1/sandboxes', 'sandboxes:create'),
   rule(['GET'], '/v1/sandboxes', 'sandboxes:read'),

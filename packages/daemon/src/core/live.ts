@@ -1,8 +1,9 @@
 /**
  * What the dashboard's live stream shows (docs/dashboard.md, "Live updates"): the sandbox
  * list with each running sandbox's CPU and memory now. One sampler serves every open
- * stream, and it runs only while one is open: five idle dashboards cost one query and one
- * pass over the cgroups per tick, not five.
+ * stream, and it runs only while one is open. Records are read again only when one changed
+ * (the registry's generation), and a record's JSON is made once: an idle tick is a read of
+ * two cgroup files per running sandbox and a comparison of strings per stream.
  */
 import type { LiveSandbox, SandboxInfo } from '@warren/protocol';
 import type { SandboxDriver } from '../drivers/driver.js';
@@ -12,7 +13,7 @@ import type { SandboxService } from './sandboxes.js';
 export const LIVE_TICK_MS = 2_000;
 /** Disk use is a walk of the Sentry's open files: sampled every this many ticks. */
 const DISK_EVERY_TICKS = 15;
-/** Most sandboxes one list holds (the dashboard shows the newest this many). */
+/** Most sandboxes one list holds. */
 const MAX_ROWS = 5_000;
 
 interface Usage {
@@ -31,12 +32,18 @@ export class LiveFeed {
   private readonly listeners = new Set<() => void>();
   private timer: NodeJS.Timeout | undefined;
   private ticks = 0;
-  /** Lists of this tick, per scope, so that streams of one key share one query. */
+  /** Records per scope as last read, and the registry generation they were read at. */
+  private readonly records = new Map<string, { generation: number; rows: SandboxInfo[] }>();
+  /** Lists of this tick, per scope, so that streams of one key share them. */
   private lists = new Map<string, { rows: LiveSandbox[]; json: Map<string, string> }>();
+  /** The JSON of rows without usage, by record: a record that did not change is not serialized again. */
+  private jsonOf = new WeakMap<SandboxInfo, string>();
 
   constructor(
     private readonly sandboxes: SandboxService,
     private readonly driver: SandboxDriver,
+    /** Changes whenever a sandbox record does (Registry.generation). */
+    private readonly generation: () => number,
     private readonly tickMs = LIVE_TICK_MS,
   ) {}
 
@@ -53,6 +60,8 @@ export class LiveFeed {
       clearInterval(this.timer);
       this.timer = undefined;
       this.usage.clear();
+      this.records.clear();
+      this.ticks = 0;
     };
   }
 
@@ -61,17 +70,36 @@ export class LiveFeed {
     const key = scope.admin ? '' : scope.apiKeyId;
     const cached = this.lists.get(key);
     if (cached) return cached;
-    const rows: LiveSandbox[] = [];
-    let cursor: string | undefined;
-    do {
-      const page = this.sandboxes.list({ limit: 1000, ...(cursor ? { cursor } : {}), ...(scope.admin ? {} : { apiKeyId: scope.apiKeyId }) });
-      for (const s of page.sandboxes) rows.push(this.withUsage(s));
-      cursor = page.nextCursor;
-    } while (cursor && rows.length < MAX_ROWS);
-    const json = new Map(rows.map((r) => [r.id, JSON.stringify(r)]));
+    const rows = this.recordsOf(scope, key).map((s) => this.withUsage(s));
+    const json = new Map<string, string>();
+    for (const r of rows) {
+      let text = this.jsonOf.get(r);
+      if (text === undefined) {
+        text = JSON.stringify(r);
+        // Rows with usage are new objects each tick; only bare records are worth remembering.
+        if (!('memoryBytes' in r)) this.jsonOf.set(r, text);
+      }
+      json.set(r.id, text);
+    }
     const list = { rows, json };
     this.lists.set(key, list);
     return list;
+  }
+
+  /** The scope's records, read again only when some record changed since the last read. */
+  private recordsOf(scope: ListScope, key: string): SandboxInfo[] {
+    const generation = this.generation();
+    const known = this.records.get(key);
+    if (known && known.generation === generation) return known.rows;
+    const rows: SandboxInfo[] = [];
+    let cursor: string | undefined;
+    do {
+      const page = this.sandboxes.list({ limit: 1000, ...(cursor ? { cursor } : {}), ...(scope.admin ? {} : { apiKeyId: scope.apiKeyId }) });
+      rows.push(...page.sandboxes);
+      cursor = page.nextCursor;
+    } while (cursor && rows.length < MAX_ROWS);
+    this.records.set(key, { generation, rows });
+    return rows;
   }
 
   private withUsage(s: SandboxInfo): LiveSandbox {
@@ -88,7 +116,7 @@ export class LiveFeed {
   private async tick(): Promise<void> {
     this.lists.clear();
     const withDisk = this.ticks++ % DISK_EVERY_TICKS === 0;
-    const running = this.list({ admin: true }).rows.filter((s) => s.state === 'running');
+    const running = this.recordsOf({ admin: true }, '').filter((s) => s.state === 'running');
     const seen = new Set<string>();
     for (const s of running) {
       seen.add(s.id);
@@ -107,7 +135,6 @@ export class LiveFeed {
       });
     }
     for (const id of this.usage.keys()) if (!seen.has(id)) this.usage.delete(id);
-    // The list read before sampling has last tick's numbers: read it again for the streams.
     this.lists.clear();
     for (const listener of this.listeners) listener();
   }

@@ -155,6 +155,7 @@ CREATE TABLE IF NOT EXISTS snapshots (
 
 export class Registry {
   private db: Database.Database;
+  private writes = 0;
   private selectOwner?: Database.Statement;
 
   constructor(file: string) {
@@ -190,7 +191,16 @@ export class Registry {
     this.db.close();
   }
 
+  /**
+   * Counts writes to sandbox records made through this class: a reader that saw the same
+   * value saw the same records (the dashboard's live list reads them again only then).
+   */
+  get generation(): number {
+    return this.writes;
+  }
+
   insert(r: SandboxRecord): void {
+    this.writes++;
     this.db
       .prepare(
         `INSERT INTO sandboxes (id, template, state, created_at, expires_at, metadata, env, resources, rootfs, error, api_key_id, boot, idle_seconds, source, network, network_given, credentials)
@@ -232,29 +242,35 @@ export class Registry {
   }
 
   setState(id: string, state: SandboxState, error?: string): void {
+    this.writes++;
     this.db.prepare('UPDATE sandboxes SET state = ?, error = ? WHERE id = ?').run(state, error ?? null, id);
   }
 
   setBoot(id: string, boot: BootKind): void {
+    this.writes++;
     this.db.prepare('UPDATE sandboxes SET boot = ? WHERE id = ?').run(boot, id);
   }
 
   setNetwork(id: string, rules: string[], credentials: CredentialRule[] = [], given?: NetworkGiven): void {
+    this.writes++;
     this.db
       .prepare('UPDATE sandboxes SET network = ?, network_given = ?, credentials = ? WHERE id = ?')
       .run(JSON.stringify(rules), given ? JSON.stringify(given) : null, JSON.stringify(credentials), id);
   }
 
   setExpiry(id: string, expiresAt: number): void {
+    this.writes++;
     this.db.prepare('UPDATE sandboxes SET expires_at = ? WHERE id = ?').run(expiresAt, id);
   }
 
   /** Replaces the metadata (the index table follows by trigger). */
   setMetadata(id: string, metadata: Metadata): void {
+    this.writes++;
     this.db.prepare('UPDATE sandboxes SET metadata = ? WHERE id = ?').run(JSON.stringify(metadata), id);
   }
 
   delete(id: string): void {
+    this.writes++;
     this.db.prepare('DELETE FROM sandboxes WHERE id = ?').run(id);
   }
 

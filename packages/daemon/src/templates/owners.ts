@@ -8,7 +8,7 @@
  * since every key's sandboxes run what it holds.
  */
 import type Database from 'better-sqlite3';
-import { DEBIAN_BASE, WarrenError } from '@warren/protocol';
+import { DEBIAN_BASE, TEMPLATE_NAME_PATTERN, WarrenError } from '@warren/protocol';
 import type { Principal } from '../keys/service.js';
 import { unknownTemplate, type TemplateCatalog, type TemplateInfo } from './catalog.js';
 
@@ -85,6 +85,17 @@ export class TemplateAccess {
     if (p.admin || this.owners.ownerOf(name) === p.keyId) return;
     this.resolve(p, name); // missing, or another key's: 404
     throw new WarrenError('permission_denied', `template '${name}' is shared by every key; only an admin key may ${what} it`);
+  }
+
+  /**
+   * The name, if the principal may read the template's build logs: an admin key any
+   * template's, another key its own. A build's output can carry what its steps printed.
+   */
+  requireReadLogs(p: Principal, name: string): string {
+    if (!TEMPLATE_NAME_PATTERN.test(name)) throw new WarrenError('invalid_argument', `'${name}' is not a template name`);
+    if (p.admin || this.owners.ownerOf(name) === p.keyId) return name;
+    this.resolve(p, name); // missing, or another key's: 404
+    throw new WarrenError('permission_denied', `the build logs of template '${name}', which every key shares, are an admin key's to read`);
   }
 
   /**

@@ -9,11 +9,12 @@ import { existsSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import path from 'node:path';
 import type { Logger } from 'pino';
-import { type BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult } from '@warren/protocol';
+import { type BuildTemplateRequest, TEMPLATE_NAME_PATTERN, WarrenError, type PruneLayersResult, type TemplateVersionList } from '@warren/protocol';
 import type { TemplateCatalog, TemplateInfo } from './catalog.js';
 import type { BuildEmitter, TemplateBuilder } from './builder.js';
 import { planBuild, type BuildPlan, type TenantBuild } from './plan.js';
 import { pruneLayers } from './prune.js';
+import type { BuildLogs } from './build-logs.js';
 import type { z } from 'zod';
 
 /** Returns what uses the template (e.g. "sandbox sbx_123"); empty when nothing does. */
@@ -28,6 +29,7 @@ export class TemplateService {
     readonly catalog: TemplateCatalog,
     readonly builder: TemplateBuilder,
     private log: Logger,
+    readonly buildLogs: BuildLogs,
   ) {}
 
   /** The hook for anything that holds on to a template (sandboxes, snapshots, pools). */
@@ -58,10 +60,40 @@ export class TemplateService {
     return planBuild(req, this.catalog, tenant);
   }
 
+  /** Builds, streaming events to `emit` and writing them to the template's build log. */
   async build(plan: BuildPlan, emit: BuildEmitter, signal: AbortSignal): Promise<TemplateInfo> {
-    const info = await this.builder.build(plan, emit, signal);
+    const started = Date.now();
+    const recording = this.buildLogs.start(plan.name);
+    let info: TemplateInfo;
+    try {
+      info = await this.builder.build(
+        plan,
+        (e) => {
+          recording.write(e);
+          emit(e);
+        },
+        signal,
+      );
+    } catch (err) {
+      const details = (err instanceof WarrenError ? err.details : undefined) as { output?: string } | undefined;
+      recording.write({ type: 'error', code: 'internal', message: err instanceof Error ? err.message : String(err), ...(details?.output ? { output: details.output } : {}) });
+      await recording.finish(undefined);
+      throw err;
+    }
+    recording.write({ type: 'done', template: info, elapsedMs: Date.now() - started });
+    await recording.finish(info.version);
     for (const hook of this.builtHooks) hook(info);
     return info;
+  }
+
+  /** Every version of a template on disk, newest first, and which one creates use. */
+  versions(name: string): TemplateVersionList['versions'] {
+    const current = this.catalog.resolve(name).version;
+    return this.catalog
+      .versionManifests()
+      .filter((m) => m.name === name && m.version)
+      .map((m) => ({ version: m.version ?? '', ...(m.builtAt ? { builtAt: m.builtAt } : {}), current: m.version === current }))
+      .sort((a, b) => (b.builtAt ?? '').localeCompare(a.builtAt ?? ''));
   }
 
   /**
@@ -84,6 +116,7 @@ export class TemplateService {
     await mkdir(this.builder.trashDir, { recursive: true, mode: 0o700 });
     await rename(path.join(this.catalog.templatesDir, name), trash);
     await rm(trash, { recursive: true, force: true });
+    this.buildLogs.remove(name);
     this.log.info({ template: name }, 'template removed');
   }
 

@@ -6,7 +6,9 @@ import { api } from '../api.js';
 import { FileBrowser } from '../files.js';
 import { age, bytes, duration, percent, time } from '../format.js';
 import { useLive, useNow } from '../live.js';
-import { TerminalView } from '../terminal.js';
+import { lazy } from '../lazy.js';
+
+const TerminalView = lazy(() => import('../terminal.js').then((m) => m.TerminalView));
 
 const TABS = ['Processes', 'Terminal', 'Files', 'Egress', 'Network'] as const;
 type Tab = (typeof TABS)[number];

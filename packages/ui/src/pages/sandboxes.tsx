@@ -1,9 +1,59 @@
 /** Every sandbox the key sees, live: filter by state and metadata, search by id, act on each. */
-import { useMemo, useState } from 'preact/hooks';
+import { Component } from 'preact';
+import { useMemo, useRef, useState } from 'preact/hooks';
 import type { LiveSandbox, SandboxState } from '@warren/protocol';
-import { SandboxActions } from '../actions.js';
+import { ActionButtons, clickedAction, useActions, type Action } from '../actions.js';
 import { age, bytes, duration, percent } from '../format.js';
 import { useLive, useNow } from '../live.js';
+import { useRowWindow } from '../window.js';
+
+/** Ages and TTLs in the list move on this often (the sandbox page counts every second). */
+const LIST_CLOCK_MS = 5_000;
+
+interface RowProps {
+  s: LiveSandbox;
+  now: number;
+  busy: Action | undefined;
+}
+
+/**
+ * One sandbox's row. It renders again only when its sandbox, the list's clock or its busy
+ * action changes: a `changed` event with one row in it redraws one row, not five hundred.
+ */
+class Row extends Component<RowProps> {
+  override shouldComponentUpdate(next: RowProps): boolean {
+    return next.s !== this.props.s || next.now !== this.props.now || next.busy !== this.props.busy;
+  }
+
+  override render({ s, now, busy }: RowProps) {
+    return (
+      <tr data-id={s.id}>
+        <td>
+          <a href={`#/sandbox/${encodeURIComponent(s.id)}`}>{s.id}</a>
+        </td>
+        <td>
+          <span class={`state ${s.state}`}>{s.state}</span>
+        </td>
+        <td>{s.template}</td>
+        <td class="metadata" title={Object.entries(s.metadata).map(([k, v]) => `${k}=${v}`).join('  ')}>
+          {Object.entries(s.metadata).map(([k, v]) => (
+            <span key={k} class="tag">
+              {k}={v}
+            </span>
+          ))}
+        </td>
+        <td>{age(s.createdAt, now)}</td>
+        <td>{s.state === 'dead' ? '–' : duration((Date.parse(s.expiresAt) - now) / 1000)}</td>
+        <td>{percent(s.cpu)}</td>
+        <td>{bytes(s.memoryBytes)}</td>
+        <td>{bytes(s.diskBytes)}</td>
+        <td class="actions compact">
+          <ActionButtons sandbox={s} busy={busy} />
+        </td>
+      </tr>
+    );
+  }
+}
 
 /** The protocol's states (its runtime values would bring zod into the page's bundle). */
 const STATES: readonly SandboxState[] = ['creating', 'running', 'hibernating', 'hibernated', 'dead'];
@@ -22,7 +72,8 @@ function metadataMatches(s: LiveSandbox, filter: string): boolean {
 
 export function SandboxesPage() {
   const live = useLive();
-  const now = useNow();
+  const now = useNow(LIST_CLOCK_MS);
+  const { busy, message, act } = useActions();
   const [state, setState] = useState('');
   const [metadata, setMetadata] = useState('');
   const [search, setSearch] = useState('');
@@ -33,6 +84,8 @@ export function SandboxesPage() {
         .sort((a, b) => b.createdAt.localeCompare(a.createdAt)),
     [live.sandboxes, state, metadata, search],
   );
+  const body = useRef<HTMLTableSectionElement>(null);
+  const win = useRowWindow(body, rows.length);
   return (
     <section aria-labelledby="sandboxes-title">
       <h1 id="sandboxes-title">
@@ -60,8 +113,24 @@ export function SandboxesPage() {
           <input type="search" placeholder="sb-…" value={search} onInput={(e) => setSearch((e.target as HTMLInputElement).value)} />
         </label>
       </div>
+      <p class="message" role="status">
+        {message}
+      </p>
       <div class="table-wrap">
         <table class="sandboxes">
+          {/* Fixed widths: the browser lays the table out from these, not by measuring every row. */}
+          <colgroup>
+            <col class="c-id" />
+            <col class="c-state" />
+            <col class="c-template" />
+            <col class="c-metadata" />
+            <col class="c-age" />
+            <col class="c-ttl" />
+            <col class="c-cpu" />
+            <col class="c-mem" />
+            <col class="c-disk" />
+            <col class="c-actions" />
+          </colgroup>
           <thead>
             <tr>
               <th scope="col">Id</th>
@@ -76,33 +145,19 @@ export function SandboxesPage() {
               <th scope="col">Actions</th>
             </tr>
           </thead>
-          <tbody>
-            {rows.map((s) => (
-              <tr key={s.id} data-id={s.id}>
-                <td>
-                  <a href={`#/sandbox/${encodeURIComponent(s.id)}`}>{s.id}</a>
-                </td>
-                <td>
-                  <span class={`state ${s.state}`}>{s.state}</span>
-                </td>
-                <td>{s.template}</td>
-                <td class="metadata">
-                  {Object.entries(s.metadata).map(([k, v]) => (
-                    <span key={k} class="tag">
-                      {k}={v}
-                    </span>
-                  ))}
-                </td>
-                <td>{age(s.createdAt, now)}</td>
-                <td>{s.state === 'dead' ? '–' : duration((Date.parse(s.expiresAt) - now) / 1000)}</td>
-                <td>{percent(s.cpu)}</td>
-                <td>{bytes(s.memoryBytes)}</td>
-                <td>{bytes(s.diskBytes)}</td>
-                <td>
-                  <SandboxActions sandbox={s} compact />
-                </td>
-              </tr>
+          <tbody
+            ref={body}
+            aria-rowcount={rows.length}
+            onClick={(e) => {
+              const hit = clickedAction(e);
+              if (hit) void act(hit.action, hit.id);
+            }}
+          >
+            {win.start > 0 && <tr class="spacer" aria-hidden="true" style={{ height: `${win.start * win.rowHeight}px` }} />}
+            {rows.slice(win.start, win.end).map((s) => (
+              <Row key={s.id} s={s} now={now} busy={busy?.id === s.id ? busy.action : undefined} />
             ))}
+            {win.end < rows.length && <tr class="spacer" aria-hidden="true" style={{ height: `${(rows.length - win.end) * win.rowHeight}px` }} />}
           </tbody>
         </table>
       </div>

@@ -1,7 +1,7 @@
 /** Templates: their versions, bake state, and warm pools with hit rates and claim latency. */
 import { useEffect, useState } from 'preact/hooks';
-import type { BakeInfo, PoolInfo, TemplateInfo, TemplateList } from '@warren/protocol';
-import { api } from '../api.js';
+import type { BakeInfo, PoolInfo, TemplateBuildLogList, TemplateInfo, TemplateList, TemplateVersionList } from '@warren/protocol';
+import { api, apiText } from '../api.js';
 import { time } from '../format.js';
 
 interface Row {
@@ -13,7 +13,66 @@ interface Row {
 /** How often the page asks again: templates change at builds, pools at claims. */
 const REFRESH_MS = 10_000;
 
+/** A template's versions on disk and its build logs, each log shown on demand. */
+function TemplateDetail({ name }: { name: string }) {
+  const [versions, setVersions] = useState<TemplateVersionList['versions']>([]);
+  const [builds, setBuilds] = useState<TemplateBuildLogList['builds'] | undefined>();
+  const [log, setLog] = useState<{ id: string; text: string } | undefined>();
+  const [error, setError] = useState('');
+  const base = `/v1/templates/${encodeURIComponent(name)}`;
+  useEffect(() => {
+    api<TemplateVersionList>('GET', `${base}/versions`).then((r) => setVersions(r.versions), (e: Error) => setError(e.message));
+    api<TemplateBuildLogList>('GET', `${base}/builds`).then(
+      (r) => setBuilds(r.builds),
+      (e: Error) => setError(e.message),
+    );
+  }, [base]);
+  const show = async (id: string) => {
+    try {
+      setLog({ id, text: await apiText(`${base}/builds/${encodeURIComponent(id)}`) });
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+  return (
+    <div class="detail">
+      <h2>Versions of {name}</h2>
+      <ul>
+        {versions.map((v) => (
+          <li key={v.version}>
+            <code>{v.version}</code> {v.builtAt ? `built ${time(v.builtAt)}` : ''} {v.current ? <strong>(current)</strong> : ''}
+          </li>
+        ))}
+      </ul>
+      <h2>Builds</h2>
+      {builds && builds.length === 0 && <p class="empty">No build of {name} was logged (builds before logs were kept, or another daemon's).</p>}
+      <ul>
+        {builds?.map((b) => (
+          <li key={b.id}>
+            {time(b.startedAt)}: {b.state}
+            {b.version ? ` (version ${b.version})` : ''}{' '}
+            <button type="button" class="link" onClick={() => void show(b.id)} aria-pressed={log?.id === b.id}>
+              log
+            </button>
+          </li>
+        ))}
+      </ul>
+      {log && (
+        <pre class="output" aria-label={`Build log ${log.id}`}>
+          {log.text}
+        </pre>
+      )}
+      {error && (
+        <p class="error" role="alert">
+          {error}
+        </p>
+      )}
+    </div>
+  );
+}
+
 export function TemplatesPage() {
+  const [open, setOpen] = useState<string | undefined>();
   const [rows, setRows] = useState<Row[] | undefined>();
   const [error, setError] = useState('');
   useEffect(() => {
@@ -63,6 +122,7 @@ export function TemplatesPage() {
               <th scope="col">Pool (ready / size)</th>
               <th scope="col">Hit rate</th>
               <th scope="col">Claim p50 / p95</th>
+              <th scope="col">History</th>
             </tr>
           </thead>
           <tbody>
@@ -82,12 +142,18 @@ export function TemplatesPage() {
                   <td>{pool ? `${pool.ready} / ${pool.size}` : '–'}</td>
                   <td>{claims ? `${Math.round((pool!.hits / claims) * 100)}% of ${claims}` : '–'}</td>
                   <td>{pool?.claimMs ? `${pool.claimMs.p50.toFixed(0)} / ${pool.claimMs.p95.toFixed(0)} ms` : '–'}</td>
+                  <td>
+                    <button type="button" aria-expanded={open === t.name} onClick={() => setOpen(open === t.name ? undefined : t.name)}>
+                      Versions and builds
+                    </button>
+                  </td>
                 </tr>
               );
             })}
           </tbody>
         </table>
       </div>
+      {open && <TemplateDetail key={open} name={open} />}
     </section>
   );
 }

@@ -4,7 +4,16 @@
  * (templates/owners.ts).
  */
 import { Hono } from 'hono';
-import { BuildTemplateRequest, DEBIAN_BASE, PruneLayersRequest, type PruneLayersResult, type TemplateBuildEvent, type TemplateList } from '@warren/protocol';
+import {
+  BuildTemplateRequest,
+  DEBIAN_BASE,
+  PruneLayersRequest,
+  type PruneLayersResult,
+  type TemplateBuildEvent,
+  type TemplateBuildLogList,
+  type TemplateList,
+  type TemplateVersionList,
+} from '@warren/protocol';
 import { publicTemplateInfo } from '../../templates/catalog.js';
 import type { TemplateAccess } from '../../templates/owners.js';
 import type { BuildPlan } from '../../templates/plan.js';
@@ -20,6 +29,23 @@ export function templateRoutes(templates: TemplateService, access: TemplateAcces
   app.get('/', (c) => c.json({ templates: access.list(c.get('principal')).map(publicTemplateInfo) } satisfies TemplateList));
 
   app.get('/:name', (c) => c.json(publicTemplateInfo(access.resolve(c.get('principal'), c.req.param('name')))));
+
+  app.get('/:name/versions', (c) => {
+    const name = access.resolve(c.get('principal'), c.req.param('name')).name;
+    return c.json({ versions: templates.versions(name) } satisfies TemplateVersionList);
+  });
+
+  app.get('/:name/builds', (c) => {
+    // Logs outlive a failed first build, which leaves no template to resolve: the name's owner may read them.
+    const name = access.requireReadLogs(c.get('principal'), c.req.param('name'));
+    return c.json({ builds: templates.buildLogs.list(name) } satisfies TemplateBuildLogList);
+  });
+
+  app.get('/:name/builds/:id', async (c) => {
+    const name = access.requireReadLogs(c.get('principal'), c.req.param('name'));
+    const { text } = await templates.buildLogs.read(name, c.req.param('id'));
+    return c.text(text, 200, { 'content-type': 'text/plain; charset=utf-8', 'x-content-type-options': 'nosniff' });
+  });
 
   app.delete('/:name', async (c) => {
     const name = c.req.param('name');
