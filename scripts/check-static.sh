@@ -12,6 +12,7 @@ log "static checks: format and lint (biome)"
 npx --no-install biome check --error-on-warnings .
 log "static checks: types (tsc -b)"
 npx --no-install tsc -b packages/protocol packages/guest packages/daemon packages/sdk packages/mcp packages/cli tests bench
+npx --no-install tsc -p packages/ui
 log "static checks: async rules (typescript-eslint)"
 npx --no-install eslint --max-warnings 0 .
 log "static checks: import circles and layers (dependency-cruiser)"

@@ -10,6 +10,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
+import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
@@ -164,7 +165,10 @@ test('Fork from the sandbox page puts a child under its parent in the fork tree'
   await page.click(`button[aria-label="Fork ${sbx.id}"]`);
   const status = await waitForText(page, '.actions [role=status]', /forked: sb-\w+/, 'the fork reports its child');
   const child = /forked: (sb-\w+)/.exec(status)?.[1] ?? '';
-  assert.ok((await Sandbox.list(d.conn)).some((s) => s.id === child && s.source === sbx.id), 'the daemon has the child, forked from the parent');
+  assert.ok(
+    (await Sandbox.list(d.conn)).some((s) => s.id === child && s.source === sbx.id),
+    'the daemon has the child, forked from the parent',
+  );
   await page.goto(`${d.url}/ui/#/tree/${sbx.id}`);
   let underParent: string[] = [];
   await eventually(
@@ -242,8 +246,13 @@ test('templates and usage pages render, and the list fits a phone', T, async () 
 test('templates: versions and build logs, kept for good and failed builds, readable in the page', T, async () => {
   const name = `dashlogs${process.pid}`;
   const marker = 'printed-by-the-dashboard-test';
+  // A step never run before, so its layer is not cached and its output is in the log.
+  const nonce = randomBytes(6).toString('hex');
   try {
-    const info = await Template.buildRecipe({ name, from: 'base', steps: [{ type: 'run', cmd: `echo ${marker}-$((6*7))` }] }, { ...d.conn, contextDir: tmpdir() });
+    const info = await Template.buildRecipe(
+      { name, from: 'base', steps: [{ type: 'run', cmd: `echo ${marker}-$((6*7)) ${nonce}` }] },
+      { ...d.conn, contextDir: tmpdir() },
+    );
     await assert.rejects(
       Template.buildRecipe({ name, from: 'base', steps: [{ type: 'run', cmd: 'echo about-to-fail; exit 3' }] }, { ...d.conn, contextDir: tmpdir() }),
       TemplateBuildError,
@@ -309,7 +318,11 @@ test('the session cookie is refused from another origin, and without the CSRF to
   const noToken = await page.evaluate(async (id) => (await fetch(`/v1/sandboxes/${id}/hibernate`, { method: 'POST' })).status, sbx.id);
   assert.equal(noToken, 403);
   assert.equal(await rawRequest('GET', '/v1/sandboxes', { cookie: jar, host }), 200, 'the cookie alone reads');
-  assert.equal(await rawRequest('GET', '/v1/sandboxes', { cookie: jar, host, origin: `http://3000-${sbx.id}.localhost:${new URL(d.url).port}` }), 403, 'not from a port URL');
+  assert.equal(
+    await rawRequest('GET', '/v1/sandboxes', { cookie: jar, host, origin: `http://3000-${sbx.id}.localhost:${new URL(d.url).port}` }),
+    403,
+    'not from a port URL',
+  );
   assert.equal(await rawRequest('POST', `/v1/sandboxes/${sbx.id}/hibernate`, { cookie: jar, host, origin: d.url }), 403, 'no change without the token');
   // A terminal socket from another origin with the cookie: refused before the upgrade.
   const ws = await rawRequest('GET', `/v1/sandboxes/${sbx.id}/pty`, {

@@ -5,7 +5,7 @@ import { api } from './api.js';
 
 export type Action = 'hibernate' | 'resume' | 'fork' | 'snapshot' | 'ttl' | 'kill';
 
-export const ACTION_LABELS: Record<Action, string> = {
+const ACTION_LABELS: Record<Action, string> = {
   hibernate: 'Hibernate',
   resume: 'Resume',
   fork: 'Fork',
@@ -15,7 +15,7 @@ export const ACTION_LABELS: Record<Action, string> = {
 };
 
 /** The actions that apply to a sandbox in its state, in the order they are shown. */
-export function actionsFor(s: LiveSandbox): Action[] {
+function actionsFor(s: LiveSandbox): Action[] {
   const live = s.state === 'running' || s.state === 'hibernated';
   const out: Action[] = [];
   if (s.state === 'running') out.push('hibernate');
@@ -26,7 +26,7 @@ export function actionsFor(s: LiveSandbox): Action[] {
 }
 
 /** Runs an action (asking first where it is destructive); the sentence says what happened, '' if cancelled. */
-export async function runAction(action: Action, id: string): Promise<string> {
+async function runAction(action: Action, id: string): Promise<string> {
   const path = `/v1/sandboxes/${encodeURIComponent(id)}`;
   switch (action) {
     case 'hibernate':

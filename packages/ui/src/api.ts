@@ -3,7 +3,7 @@ import type { ErrorBody, UiSessionInfo } from '@warren/protocol';
 
 let csrf = '';
 
-export class ApiError extends Error {
+class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,

@@ -55,7 +55,7 @@ export function FileBrowser({ sandboxId, start = '/home/user' }: { sandboxId: st
         </label>
         <label class="upload">
           Upload here
-          <input type="file" onChange={onUpload} />
+          <input type="file" onChange={(e) => void onUpload(e)} />
         </label>
       </div>
       {error && (

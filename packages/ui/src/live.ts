@@ -26,7 +26,12 @@ export function useLive(sandboxId?: string): LiveState {
         setState((s) => apply(e, s));
       });
     // Sent first on each (re)connection, before that connection's egress backlog.
-    on('sandboxes', (e: Extract<LiveEvent, { type: 'sandboxes' }>, s) => ({ ...s, connected: true, egress: [], sandboxes: new Map(e.sandboxes.map((r) => [r.id, r])) }));
+    on('sandboxes', (e: Extract<LiveEvent, { type: 'sandboxes' }>, s) => ({
+      ...s,
+      connected: true,
+      egress: [],
+      sandboxes: new Map(e.sandboxes.map((r) => [r.id, r])),
+    }));
     on('changed', (e: Extract<LiveEvent, { type: 'changed' }>, s) => {
       const next = new Map(s.sandboxes);
       for (const r of e.sandboxes) next.set(r.id, r);

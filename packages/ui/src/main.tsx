@@ -37,14 +37,15 @@ const NAV: [string, string][] = [
 function App() {
   const [session, setSession] = useState<UiSessionInfo | null | undefined>(undefined);
   const route = useRoute();
-  useEffect(() => {
-    loadSession().then(
+  // A failed check (the daemon down) shows the login form, whose submit says what is wrong.
+  const refresh = () =>
+    void loadSession().then(
       (s) => setSession(s ?? null),
       () => setSession(null),
     );
-  }, []);
+  useEffect(refresh, []);
   if (session === undefined) return <p class="loading">Loading…</p>;
-  if (session === null) return <LoginPage onLogin={() => loadSession().then((s) => setSession(s ?? null))} />;
+  if (session === null) return <LoginPage onLogin={refresh} />;
   const [page = '', arg] = route;
   return (
     <>
@@ -63,7 +64,7 @@ function App() {
           {session.keyId}
           {session.admin ? ' (admin)' : ''}
         </span>
-        <button type="button" onClick={() => logout().then(() => setSession(null))}>
+        <button type="button" onClick={() => void logout().finally(() => setSession(null))}>
           Log out
         </button>
       </header>

@@ -35,7 +35,9 @@ export function useRowWindow(ref: RefObject<HTMLElement>, count: number): RowWin
       const top = el.getBoundingClientRect().top;
       const first = Math.max(0, Math.floor(-top / height) - OVERSCAN);
       const last = Math.min(count, Math.ceil((window.innerHeight - top) / height) + OVERSCAN);
-      setWin((w) => (w.start === first && w.end === Math.max(first, last) && w.rowHeight === height ? w : { start: first, end: Math.max(first, last), rowHeight: height }));
+      setWin((w) =>
+        w.start === first && w.end === Math.max(first, last) && w.rowHeight === height ? w : { start: first, end: Math.max(first, last), rowHeight: height },
+      );
     };
     const schedule = () => {
       if (!frame.current) frame.current = requestAnimationFrame(measure);

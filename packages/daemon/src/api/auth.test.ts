@@ -26,12 +26,17 @@ test('every route of the API has a rule of its own (a route without one needs ad
     if (path.startsWith('/v1/keys') || path === '/v1/logs' || path === '/v1/audit' || path === '/metrics') return false; // admin by design
     // E2B's API: each call is calls of /v1 with the caller's key (e2b/warren-calls.ts); envd takes a sandbox token.
     if (path.startsWith('/e2b/')) return false;
+    // The dashboard's page and login (routes/ui.ts): no key yet; its session then goes through the key check.
+    if (path === '/ui' || path.startsWith('/ui/')) return false;
     return ruleFor(method, path.replace(/:[a-z]+/g, 'x1')) === undefined;
   });
   assert.deepEqual(missing, []);
 });
 
 test('rules: scopes by kind of call, the resource a path names', () => {
+  assert.deepEqual(ruleFor('GET', '/v1/events'), { scope: 'sandboxes:read' });
+  assert.deepEqual(ruleFor('POST', '/v1/ui/login-links'), { scope: null });
+  assert.deepEqual(ruleFor('GET', '/v1/templates/base/builds/17-abc'), { scope: null });
   assert.deepEqual(ruleFor('POST', '/v1/sandboxes/sb-1/exec'), { scope: 'sandboxes:exec', owns: 'sandbox', id: 'sb-1' });
   assert.deepEqual(ruleFor('PUT', '/v1/sandboxes/sb-1/files'), { scope: 'sandboxes:files', owns: 'sandbox', id: 'sb-1' });
   assert.deepEqual(ruleFor('PUT', '/v1/sandboxes/sb-1/network'), { scope: 'network:write', owns: 'sandbox', id: 'sb-1' });

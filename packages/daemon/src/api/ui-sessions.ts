@@ -11,7 +11,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 
 /** How long a login link works, and only once. */
-export const LOGIN_TOKEN_TTL_MS = 60_000;
+const LOGIN_TOKEN_TTL_MS = 60_000;
 /** How long a session lasts after its last request. */
 export const SESSION_IDLE_MS = 12 * 3_600_000;
 /** The cookie the session lives in (host-only: port URLs, on other hosts, never see it). */

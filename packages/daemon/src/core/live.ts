@@ -10,7 +10,7 @@ import type { SandboxDriver } from '../drivers/driver.js';
 import type { SandboxService } from './sandboxes.js';
 
 /** How often the list is read and streams are told what changed. */
-export const LIVE_TICK_MS = 2_000;
+const LIVE_TICK_MS = 2_000;
 /** Disk use is a walk of the Sentry's open files: sampled every this many ticks. */
 const DISK_EVERY_TICKS = 15;
 /** Most sandboxes one list holds. */

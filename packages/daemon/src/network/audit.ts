@@ -204,7 +204,9 @@ export class EgressLog {
   /** The id before a sandbox's newest `count` records: where a follower starts to see only those. */
   idBeforeLast(sandboxId: string, count: number): number {
     this.flush();
-    const row = this.db.prepare('SELECT id FROM egress_log WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(sandboxId, count) as { id: number } | undefined;
+    const row = this.db.prepare('SELECT id FROM egress_log WHERE sandbox_id = ? ORDER BY id DESC LIMIT 1 OFFSET ?').get(sandboxId, count) as
+      | { id: number }
+      | undefined;
     return row?.id ?? 0;
   }
 

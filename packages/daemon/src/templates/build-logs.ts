@@ -5,7 +5,7 @@
  * `ID.running.log`, then `ID.ok-VERSION.log` or `ID.failed.log`; a build cut short by a
  * daemon crash stays `running` until the next start marks it failed.
  */
-import { createWriteStream, existsSync, mkdirSync, readdirSync, renameSync, rmSync, type WriteStream } from 'node:fs';
+import { createWriteStream, existsSync, openSync, mkdirSync, readdirSync, renameSync, rmSync, type WriteStream } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import path from 'node:path';
 import { WarrenError, type TemplateBuildEvent, type TemplateBuildLog } from '@warren/protocol';
@@ -34,7 +34,8 @@ export class BuildLogs {
       .toString(16)
       .padStart(6, '0')}`;
     const running = path.join(dir, `${id}.running.log`);
-    const out: WriteStream = createWriteStream(running, { mode: 0o600 });
+    // Opened here, not by the stream in the background: the file exists before any rename.
+    const out: WriteStream = createWriteStream('', { fd: openSync(running, 'wx', 0o600) });
     let written = 0;
     let truncated = false;
     const line = (text: string) => {
@@ -115,7 +116,7 @@ export class BuildLogs {
 function eventLines(e: TemplateBuildEvent): string[] {
   switch (e.type) {
     case 'step':
-      return [`[${e.step}/${e.total}] ${e.kind} ${e.description}${e.cached ? ' (cached)' : ''}`];
+      return [`[${e.step}/${e.total}] ${e.description}${e.cached ? ' (cached)' : ''}`];
     case 'log':
       return [e.stream === 'stderr' ? `! ${e.line}` : `  ${e.line}`];
     case 'step_done':

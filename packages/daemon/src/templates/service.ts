@@ -76,7 +76,12 @@ export class TemplateService {
       );
     } catch (err) {
       const details = (err instanceof WarrenError ? err.details : undefined) as { output?: string } | undefined;
-      recording.write({ type: 'error', code: 'internal', message: err instanceof Error ? err.message : String(err), ...(details?.output ? { output: details.output } : {}) });
+      recording.write({
+        type: 'error',
+        code: 'internal',
+        message: err instanceof Error ? err.message : String(err),
+        ...(details?.output ? { output: details.output } : {}),
+      });
       await recording.finish(undefined);
       throw err;
     }

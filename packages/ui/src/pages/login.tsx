@@ -21,7 +21,7 @@ export function LoginPage({ onLogin }: { onLogin: () => void }) {
     <main class="login">
       <h1>warren</h1>
       {expired && <p class="error">That login link has expired or was already used. Run <code>warren ui</code> for a new one.</p>}
-      <form onSubmit={submit}>
+      <form onSubmit={(e) => void submit(e)}>
         <label for="key">API key</label>
         <input id="key" type="password" autocomplete="off" value={key} onInput={(e) => setKey((e.target as HTMLInputElement).value)} required />
         <button type="submit">Log in</button>

@@ -239,7 +239,7 @@ function Network({ sandboxId, running }: { sandboxId: string; running: boolean }
       <h2>Egress policy</h2>
       {policy && (policy.allow.length ? <ul>{policy.allow.map((r) => <li key={r}><code>{r}</code></li>)}</ul> : <p>Nothing may leave (deny all).</p>)}
       <h2>Port URLs</h2>
-      <form class="inline" onSubmit={makeUrl}>
+      <form class="inline" onSubmit={(e) => void makeUrl(e)}>
         <label>
           Port
           <input type="number" min={1} max={65535} value={port} onInput={(e) => setPort((e.target as HTMLInputElement).value)} />
