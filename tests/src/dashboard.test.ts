@@ -8,15 +8,14 @@
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import http from 'node:http';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { Sandbox, Template, TemplateBuildError } from '@warren/sdk';
 import type { TemplateBuildLogList, TemplateVersionList } from '@warren/protocol';
-import { REPO, eventually, runWarren, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { REPO, WEBSOCKET_UPGRADE_HEADERS, eventually, requestStatus, runWarren, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.join(REPO, 'tests/output/dashboard');
@@ -221,7 +220,26 @@ test('Hibernate and Resume from the buttons change the sandbox, and the page fol
   const [filesTab] = await page.$$('xpath/.//button[@role="tab" and text()="Files"]');
   await filesTab?.click();
   await page.waitForSelector('a[download="from-test.txt"]');
+  // Download through the link, and upload through the file input into the directory shown.
+  const href = await page.$eval('a[download="from-test.txt"]', (a) => (a as HTMLAnchorElement).href);
+  assert.equal(await page.evaluate(async (url) => (await fetch(url)).text(), href), 'hello');
+  const local = path.join(profile, 'from-browser.txt');
+  writeFileSync(local, 'uploaded from the browser\n');
+  const input = await page.$('.files input[type=file]');
+  assert.ok(input, 'an upload field');
+  await input.uploadFile(local);
+  await page.waitForSelector('a[download="from-browser.txt"]');
+  assert.equal((await sbx.files.read('/home/user/from-browser.txt')).toString(), 'uploaded from the browser\n');
   await shot(page, '06-files');
+
+  // The egress log is live: an attempt made now shows up without a reload.
+  const [egressTab] = await page.$$('xpath/.//button[@role="tab" and text()="Egress"]');
+  await egressTab?.click();
+  await waitForText(page, '[role=tabpanel]', /Nothing has tried to leave/, 'the egress log starts empty');
+  const attempt = await sbx.exec(['curl', '-sS', '-m', '10', `${d.url}/v1/health`]);
+  assert.notEqual(attempt.exitCode, 0, 'the daemon port is not in the sandbox policy');
+  await waitForText(page, '[role=tabpanel] tbody', new RegExp(`denied.*127\\.0\\.0\\.1:${new URL(d.url).port}`), 'the denied attempt shows in the egress tab');
+  await shot(page, '06b-egress');
   await page.close();
 });
 
@@ -294,18 +312,7 @@ test('templates: versions and build logs, kept for good and failed builds, reada
 
 /** A raw request with a session cookie and chosen headers, as another page would send it. */
 function rawRequest(method: string, route: string, headers: Record<string, string>): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(new URL(route, d.url), { method, headers }, (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve(101);
-    });
-    req.on('error', reject);
-    req.end();
-  });
+  return requestStatus(new URL(route, d.url).toString(), method, headers);
 }
 
 test('the session cookie is refused from another origin, and without the CSRF token for changes', T, async () => {
@@ -329,10 +336,7 @@ test('the session cookie is refused from another origin, and without the CSRF to
     cookie: jar,
     host,
     origin: 'http://evil.example',
-    connection: 'Upgrade',
-    upgrade: 'websocket',
-    'sec-websocket-version': '13',
-    'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+    ...WEBSOCKET_UPGRADE_HEADERS,
   });
   assert.equal(ws, 403);
   // Logging out ends the session for every later call.

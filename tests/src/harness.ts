@@ -5,6 +5,7 @@
  */
 import { spawn, spawnSync, execFileSync, type ChildProcess } from 'node:child_process';
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { HttpClient, Sandbox, type CreateOptions } from '@warren/sdk';
@@ -307,4 +308,29 @@ export function runWarren(d: DaemonHandle, args: string[], timeoutMs = 120_000):
     timeout: timeoutMs,
   });
   return { code: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Headers of a WebSocket handshake, for checking whether an upgrade is refused before it happens. */
+export const WEBSOCKET_UPGRADE_HEADERS = {
+  connection: 'Upgrade',
+  upgrade: 'websocket',
+  'sec-websocket-version': '13',
+  'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
+} as const;
+
+/** The status of a raw request with exactly these headers; 101 when it was upgraded (the socket is then closed). */
+export function requestStatus(url: string, method: string, headers: Record<string, string>): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(url, { method, headers });
+    req.on('response', (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve(101);
+    });
+    req.on('error', reject);
+    req.end();
+  });
 }

@@ -24,7 +24,7 @@ import {
   type NewApiKey,
   type Scope,
 } from '@warren/sdk';
-import { CLI, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { CLI, WEBSOCKET_UPGRADE_HEADERS, requestStatus, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 300_000 };
 let d: DaemonHandle | undefined;
@@ -49,27 +49,7 @@ async function call(k: NewApiKey, method: string, path: string, body?: unknown):
 
 /** The status of a WebSocket upgrade to a terminal of the sandbox, as `k`. */
 function terminalUpgrade(k: NewApiKey, sandboxId: string): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const req = http.request(`${d!.url}/v1/sandboxes/${sandboxId}/pty?cols=80&rows=24`, {
-      headers: {
-        authorization: `Bearer ${k.key}`,
-        connection: 'Upgrade',
-        upgrade: 'websocket',
-        'sec-websocket-version': '13',
-        'sec-websocket-key': 'dGhlIHNhbXBsZSBub25jZQ==',
-      },
-    });
-    req.on('response', (res) => {
-      res.resume();
-      resolve(res.statusCode ?? 0);
-    });
-    req.on('upgrade', (_res, socket) => {
-      socket.destroy();
-      resolve(101);
-    });
-    req.on('error', reject);
-    req.end();
-  });
+  return requestStatus(`${d!.url}/v1/sandboxes/${sandboxId}/pty?cols=80&rows=24`, 'GET', { authorization: `Bearer ${k.key}`, ...WEBSOCKET_UPGRADE_HEADERS });
 }
 
 test("another key's sandbox, snapshot and database are a 404 on every route; its owner and the admin key reach them", T, async () => {

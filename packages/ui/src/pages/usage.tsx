@@ -7,6 +7,11 @@ import { api } from '../api.js';
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
 
 const DAYS = 7;
+
+/** Dollars, with the digits a small amount needs (a test run costs fractions of a cent). */
+function usd(amount: number): string {
+  return `$${amount.toFixed(amount > 0 && amount < 1 ? 4 : 2)}`;
+}
 const DAY_MS = 86_400_000;
 
 interface Day {
@@ -66,8 +71,7 @@ export function UsagePage({ admin }: { admin: boolean }) {
     <section aria-labelledby="usage-title">
       <h1 id="usage-title">Usage</h1>
       <p>
-        Last {DAYS} days: {week.total.vcpuSeconds.toFixed(0)} vCPU-seconds, {week.total.gibSeconds.toFixed(0)} GiB-seconds, $
-        {week.total.cost.toFixed(2)} over {week.total.sandboxes} sandboxes (at ${week.prices.vcpuHour}/vCPU-hour, ${week.prices.gibHour}/GiB-hour).
+        Last {DAYS} days: {week.total.vcpuSeconds.toFixed(0)} vCPU-seconds, {week.total.gibSeconds.toFixed(0)} GiB-seconds, {usd(week.total.cost)} over {week.total.sandboxes} sandboxes (at ${week.prices.vcpuHour}/vCPU-hour, ${week.prices.gibHour}/GiB-hour).
       </p>
       <div class="charts">
         <BarChart
@@ -106,7 +110,7 @@ export function UsagePage({ admin }: { admin: boolean }) {
               <td>{k.sandboxes}</td>
               <td>{k.vcpuSeconds.toFixed(0)}</td>
               <td>{k.gibSeconds.toFixed(0)}</td>
-              <td>{k.cost.toFixed(2)}</td>
+              <td>{usd(k.cost)}</td>
             </tr>
           ))}
         </tbody>
