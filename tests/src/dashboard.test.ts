@@ -15,7 +15,7 @@ import path from 'node:path';
 import puppeteer, { type Browser, type Page } from 'puppeteer-core';
 import { Sandbox, Template, TemplateBuildError } from '@warren/sdk';
 import type { TemplateBuildLogList, TemplateVersionList } from '@warren/protocol';
-import { REPO, WEBSOCKET_UPGRADE_HEADERS, eventually, requestStatus, runWarren, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { REPO, WEBSOCKET_UPGRADE_HEADERS, eventually, requestStatus, runWarren, sleep, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SHOTS = path.join(REPO, 'tests/output/dashboard');
@@ -185,6 +185,27 @@ test('Fork from the sandbox page puts a child under its parent in the fork tree'
   // Clicking the child opens its page.
   await page.click(`ul.tree a[href="#/sandbox/${child}"]`);
   await waitForText(page, '#sandbox-title', new RegExp(child), "the child's page opens");
+
+  // From the list: Set TTL asks for seconds, Kill asks for confirmation (declined once, then accepted).
+  await page.goto(`${d.url}/ui/#/`);
+  const row = `tr[data-id="${child}"]`;
+  await page.waitForSelector(row);
+  const answers = ['120', false, true];
+  page.on('dialog', (dialog) => {
+    const answer = answers.shift();
+    void (answer === false ? dialog.dismiss() : dialog.accept(typeof answer === 'string' ? answer : undefined));
+  });
+  await page.click(`button[aria-label="Set TTL ${child}"]`);
+  await waitForText(page, 'section [role=status]', new RegExp(`TTL of ${child} set to 120 s`), 'the TTL change is reported');
+  const expires = Date.parse((await Sandbox.connect(child, d.conn)).info.expiresAt) - Date.now();
+  assert.ok(expires > 100_000 && expires <= 120_000, `expires in ${expires} ms`);
+  await waitForText(page, `${row} td:nth-child(6)`, /^(1m|1m \d+s|2m)$/, 'the row shows the new TTL');
+  await page.click(`button[aria-label="Kill ${child}"]`);
+  await sleep(500);
+  assert.ok(await page.$(row), 'declining the confirmation keeps the sandbox');
+  await page.click(`button[aria-label="Kill ${child}"]`);
+  await page.waitForSelector(row, { hidden: true, timeout: 30_000 });
+  assert.ok(!(await Sandbox.list(d.conn)).some((s) => s.id === child), 'the child is gone from the daemon');
   await page.close();
 });
 
@@ -236,7 +257,8 @@ test('Hibernate and Resume from the buttons change the sandbox, and the page fol
   const [egressTab] = await page.$$('xpath/.//button[@role="tab" and text()="Egress"]');
   await egressTab?.click();
   await waitForText(page, '[role=tabpanel]', /Nothing has tried to leave/, 'the egress log starts empty');
-  const attempt = await sbx.exec(['curl', '-sS', '-m', '10', `${d.url}/v1/health`]);
+  // NO_PROXY inside names loopback; --noproxy '' sends this one through the proxy anyway.
+  const attempt = await sbx.exec(['curl', '-fsS', '--noproxy', '', '-m', '10', `${d.url}/v1/health`]);
   assert.notEqual(attempt.exitCode, 0, 'the daemon port is not in the sandbox policy');
   await waitForText(page, '[role=tabpanel] tbody', new RegExp(`denied.*127\\.0\\.0\\.1:${new URL(d.url).port}`), 'the denied attempt shows in the egress tab');
   await shot(page, '06b-egress');

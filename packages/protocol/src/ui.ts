@@ -35,4 +35,6 @@ export type LiveEvent =
   | { type: 'sandboxes'; sandboxes: LiveSandbox[] }
   | { type: 'changed'; sandboxes: LiveSandbox[]; removed: string[] }
   | { type: 'processes'; sandboxId: string; processes: ProcessInfo[] }
-  | { type: 'egress'; sandboxId: string; entries: EgressEntry[] };
+  | { type: 'egress'; sandboxId: string; entries: EgressEntry[] }
+  /** Reading what changed failed (the stream goes on; the next tick tries again). Not `error`, which EventSource keeps for its own. */
+  | { type: 'failure'; message: string };

@@ -7,6 +7,8 @@ import type { EgressEntry, LiveEvent, LiveSandbox, ProcessInfo } from '@warren/p
 
 export interface LiveState {
   connected: boolean;
+  /** The daemon's word when reading what changed failed; cleared by the next update. */
+  failure: string;
   sandboxes: Map<string, LiveSandbox>;
   processes: ProcessInfo[];
   egress: EgressEntry[];
@@ -16,7 +18,7 @@ const MAX_EGRESS_SHOWN = 500;
 
 /** Follows the stream while the component is mounted; `sandboxId` adds that sandbox's detail. */
 export function useLive(sandboxId?: string): LiveState {
-  const [state, setState] = useState<LiveState>({ connected: false, sandboxes: new Map(), processes: [], egress: [] });
+  const [state, setState] = useState<LiveState>({ connected: false, failure: '', sandboxes: new Map(), processes: [], egress: [] });
   useEffect(() => {
     const url = sandboxId ? `/v1/events?sandbox=${encodeURIComponent(sandboxId)}` : '/v1/events';
     const source = new EventSource(url);
@@ -36,8 +38,9 @@ export function useLive(sandboxId?: string): LiveState {
       const next = new Map(s.sandboxes);
       for (const r of e.sandboxes) next.set(r.id, r);
       for (const id of e.removed) next.delete(id);
-      return { ...s, sandboxes: next };
+      return { ...s, failure: '', sandboxes: next };
     });
+    on('failure', (e: Extract<LiveEvent, { type: 'failure' }>, s) => ({ ...s, failure: e.message }));
     on('processes', (e: Extract<LiveEvent, { type: 'processes' }>, s) => ({ ...s, processes: e.processes }));
     on('egress', (e: Extract<LiveEvent, { type: 'egress' }>, s) => ({ ...s, egress: [...s.egress, ...e.entries].slice(-MAX_EGRESS_SHOWN) }));
     source.onerror = () => setState((s) => ({ ...s, connected: false }));

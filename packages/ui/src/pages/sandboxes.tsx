@@ -92,6 +92,11 @@ export function SandboxesPage() {
         Sandboxes <span class="count">{rows.length === live.sandboxes.size ? rows.length : `${rows.length} of ${live.sandboxes.size}`}</span>
         {!live.connected && <span class="offline"> (reconnecting…)</span>}
       </h1>
+      {live.failure && (
+        <p class="error" role="alert">
+          Live updates failed: {live.failure}
+        </p>
+      )}
       <div class="filters">
         <label>
           State

@@ -15,6 +15,7 @@ import type { SandboxService } from '../../core/sandboxes.js';
 import { publicEgressEntry, type EgressLog } from '../../network/audit.js';
 import type { Principal } from '../../keys/service.js';
 import { requireAccess, type Access, type AuthVars } from '../auth.js';
+import { toWarrenError } from '../errors.js';
 
 /** A comment line this often keeps proxies and the browser from giving up on a quiet stream. */
 const KEEPALIVE_MS = 15_000;
@@ -73,7 +74,9 @@ async function follow(deps: EventDeps, stream: SSEStreamingApi, scope: ListScope
       if (busy || stream.aborted) return;
       busy = true;
       push()
-        .catch((err: unknown) => stream.writeSSE({ event: 'error', data: JSON.stringify({ message: String(err) }) }))
+        .catch((err: unknown) => send({ type: 'failure', message: toWarrenError(err).message }))
+        // Writing failed too: the browser is gone; ending the stream unsubscribes it.
+        .catch(() => stream.abort())
         .finally(() => {
           busy = false;
         });
