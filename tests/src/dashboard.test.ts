@@ -321,6 +321,8 @@ test('templates: versions and build logs, kept for good and failed builds, reada
     await page.waitForSelector(open);
     await (await page.$(open))?.click();
     await waitForText(page, '.detail', /\(current\)/, 'the versions list marks the current one');
+    // The versions and the builds are two requests: wait for both lists.
+    await page.waitForFunction(() => document.querySelectorAll('.detail button.link').length >= 2, { timeout: 30_000 });
     const logButtons = await page.$$('.detail button.link');
     assert.equal(logButtons.length, 2, 'one log button per build');
     await logButtons[1]?.click();

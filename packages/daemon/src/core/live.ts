@@ -125,7 +125,8 @@ export class LiveFeed {
       const at = Date.now();
       const before = this.usage.get(s.id);
       const cpu = before && at > before.at ? (now.cpuNanos - before.cpuNanos) / 1e6 / (at - before.at) : undefined;
-      const diskBytes = withDisk ? await this.driver.diskUsage(s.id) : before?.diskBytes;
+      // Also at a sandbox's first sample: one just resumed or created shows its disk at once.
+      const diskBytes = withDisk || before?.diskBytes === undefined ? await this.driver.diskUsage(s.id) : before.diskBytes;
       this.usage.set(s.id, {
         cpuNanos: now.cpuNanos,
         at,
