@@ -52,7 +52,10 @@ async function follow(deps: EventDeps, stream: SSEStreamingApi, scope: ListScope
   let lastWrite = Date.now();
   await send({ type: 'sandboxes', sandboxes: first.rows });
   const detail = sandboxId === undefined ? undefined : new SandboxDetail(deps, sandboxId, p);
-  if (detail) for (const e of await detail.changes()) await send(e);
+  if (detail) {
+    const opening = await detail.changes().catch((err: unknown) => [{ type: 'failure', message: toWarrenError(err).message } satisfies LiveEvent]);
+    for (const e of opening) await send(e);
+  }
 
   let busy = false;
   const push = async () => {
@@ -81,10 +84,13 @@ async function follow(deps: EventDeps, stream: SSEStreamingApi, scope: ListScope
           busy = false;
         });
     });
-    stream.onAbort(() => {
+    const end = () => {
       unsubscribe();
       resolve();
-    });
+    };
+    stream.onAbort(end);
+    // Gone while the first events were written: onAbort would never call back.
+    if (stream.aborted) end();
   });
 }
 
