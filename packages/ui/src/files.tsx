@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { FileStat } from '@warren/protocol';
 import { api, upload } from './api.js';
 import { bytes, time } from './format.js';
+import { Alert, TableHead } from './parts.js';
 
 function parentOf(path: string): string {
   const trimmed = path.replace(/\/+$/, '');
@@ -58,20 +59,9 @@ export function FileBrowser({ sandboxId, start = '/home/user' }: { sandboxId: st
           <input type="file" onChange={(e) => void onUpload(e)} />
         </label>
       </div>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Name</th>
-            <th scope="col">Size</th>
-            <th scope="col">Modified</th>
-            <th scope="col">Mode</th>
-          </tr>
-        </thead>
+        <TableHead columns={['Name', 'Size', 'Modified', 'Mode']} />
         <tbody>
           {entries.map((f) => (
             <tr key={f.path}>

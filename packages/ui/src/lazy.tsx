@@ -4,6 +4,7 @@
  */
 import type { ComponentType } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { Alert } from './parts.js';
 
 export function lazy<P extends object>(load: () => Promise<ComponentType<P>>): ComponentType<P> {
   let loaded: ComponentType<P> | undefined;
@@ -20,12 +21,7 @@ export function lazy<P extends object>(load: () => Promise<ComponentType<P>>): C
         (err: Error) => setError(`could not load this part of the page: ${err.message}`),
       );
     }, [Loaded]);
-    if (error)
-      return (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      );
+    if (error) return <Alert text={error} />;
     return Loaded ? <Loaded {...props} /> : <p class="loading">Loading…</p>;
   };
 }

@@ -1,6 +1,7 @@
 /** Shown without a session: a key form, and why a login link did not work. */
 import { useState } from 'preact/hooks';
 import { login } from '../api.js';
+import { Alert } from '../parts.js';
 
 export function LoginPage({ onLogin }: { onLogin: () => void }) {
   const [key, setKey] = useState('');
@@ -26,11 +27,7 @@ export function LoginPage({ onLogin }: { onLogin: () => void }) {
         <input id="key" type="password" autocomplete="off" value={key} onInput={(e) => setKey((e.target as HTMLInputElement).value)} required />
         <button type="submit">Log in</button>
       </form>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       <p class="hint">
         Or run <code>warren ui</code> on the daemon's host: it opens a one-time login link.
       </p>

@@ -7,6 +7,7 @@ import { FileBrowser } from '../files.js';
 import { age, bytes, duration, percent, time } from '../format.js';
 import { useLive, useNow } from '../live.js';
 import { lazy } from '../lazy.js';
+import { Alert, TableHead } from '../parts.js';
 
 const TerminalView = lazy(() => import('../terminal.js').then((m) => m.TerminalView));
 
@@ -107,15 +108,7 @@ function Processes({ sandboxId, processes }: { sandboxId: string; processes: Pro
     <div>
       {processes.length === 0 && <p class="empty">No processes started through the API.</p>}
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Pid</th>
-            <th scope="col">Command</th>
-            <th scope="col">State</th>
-            <th scope="col">Started</th>
-            <th scope="col">Output</th>
-          </tr>
-        </thead>
+        <TableHead columns={['Pid', 'Command', 'State', 'Started', 'Output']} />
         <tbody>
           {processes.map((p) => (
             <tr key={p.pid}>
@@ -184,15 +177,7 @@ function Egress({ live }: { live: ReturnType<typeof useLive> }) {
     <div class="table-wrap">
       {live.egress.length === 0 && <p class="empty">Nothing has tried to leave this sandbox.</p>}
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Time</th>
-            <th scope="col">Decision</th>
-            <th scope="col">Request</th>
-            <th scope="col">Bytes up/down</th>
-            <th scope="col">Why</th>
-          </tr>
-        </thead>
+        <TableHead columns={['Time', 'Decision', 'Request', 'Bytes up/down', 'Why']} />
         <tbody>
           {[...live.egress].reverse().map((e) => (
             <tr key={e.id} class={e.decision}>
@@ -267,11 +252,7 @@ function Network({ sandboxId, running }: { sandboxId: string; running: boolean }
       ) : (
         <p class="empty">None.</p>
       )}
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
     </div>
   );
 }

@@ -6,6 +6,7 @@ import { ActionButtons, clickedAction, useActions, type Action } from '../action
 import { age, bytes, duration, percent } from '../format.js';
 import { useLive, useNow } from '../live.js';
 import { useRowWindow } from '../window.js';
+import { Alert, TableHead } from '../parts.js';
 
 /** Ages and TTLs in the list move on this often (the sandbox page counts every second). */
 const LIST_CLOCK_MS = 5_000;
@@ -92,11 +93,7 @@ export function SandboxesPage() {
         Sandboxes <span class="count">{rows.length === live.sandboxes.size ? rows.length : `${rows.length} of ${live.sandboxes.size}`}</span>
         {!live.connected && <span class="offline"> (reconnecting…)</span>}
       </h1>
-      {live.failure && (
-        <p class="error" role="alert">
-          Live updates failed: {live.failure}
-        </p>
-      )}
+      <Alert text={live.failure && `Live updates failed: ${live.failure}`} />
       <div class="filters">
         <label>
           State
@@ -136,20 +133,7 @@ export function SandboxesPage() {
             <col class="c-disk" />
             <col class="c-actions" />
           </colgroup>
-          <thead>
-            <tr>
-              <th scope="col">Id</th>
-              <th scope="col">State</th>
-              <th scope="col">Template</th>
-              <th scope="col">Metadata</th>
-              <th scope="col">Age</th>
-              <th scope="col">TTL left</th>
-              <th scope="col">CPU</th>
-              <th scope="col">Memory</th>
-              <th scope="col">Disk</th>
-              <th scope="col">Actions</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Id', 'State', 'Template', 'Metadata', 'Age', 'TTL left', 'CPU', 'Memory', 'Disk', 'Actions']} />
           <tbody
             ref={body}
             aria-rowcount={rows.length}

@@ -3,6 +3,7 @@ import { useEffect, useState } from 'preact/hooks';
 import type { BakeInfo, PoolInfo, TemplateBuildLogList, TemplateInfo, TemplateList, TemplateVersionList } from '@warren/protocol';
 import { api, apiText } from '../api.js';
 import { time } from '../format.js';
+import { Alert, TableHead } from '../parts.js';
 
 interface Row {
   template: TemplateInfo;
@@ -62,11 +63,7 @@ function TemplateDetail({ name }: { name: string }) {
           {log.text}
         </pre>
       )}
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
     </div>
   );
 }
@@ -105,26 +102,11 @@ export function TemplatesPage() {
   return (
     <section aria-labelledby="templates-title">
       <h1 id="templates-title">Templates</h1>
-      {error && (
-        <p class="error" role="alert">
-          {error}
-        </p>
-      )}
+      <Alert text={error} />
       {!rows && !error && <p class="loading">Loading…</p>}
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Template</th>
-              <th scope="col">Version</th>
-              <th scope="col">Built</th>
-              <th scope="col">Bake</th>
-              <th scope="col">Pool (ready / size)</th>
-              <th scope="col">Hit rate</th>
-              <th scope="col">Claim p50 / p95</th>
-              <th scope="col">History</th>
-            </tr>
-          </thead>
+          <TableHead columns={['Template', 'Version', 'Built', 'Bake', 'Pool (ready / size)', 'Hit rate', 'Claim p50 / p95', 'History']} />
           <tbody>
             {rows?.map(({ template: t, bake, pool }) => {
               const claims = pool ? pool.hits + pool.misses : 0;

@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { BarController, BarElement, CategoryScale, Chart, Legend, LinearScale, Tooltip } from 'chart.js';
 import type { UsageReport } from '@warren/protocol';
 import { api } from '../api.js';
+import { Alert, TableHead } from '../parts.js';
 
 Chart.register(BarController, BarElement, CategoryScale, LinearScale, Tooltip, Legend);
 
@@ -58,12 +59,7 @@ export function UsagePage({ admin }: { admin: boolean }) {
     ).then(setDays, (e: Error) => setError(e.message));
     ask(since(0), end).then(setWeek, (e: Error) => setError(e.message));
   }, []);
-  if (error)
-    return (
-      <p class="error" role="alert">
-        {error}
-      </p>
-    );
+  if (error) return <Alert text={error} />;
   if (!days || !week) return <p class="loading">Loading…</p>;
   const labels = days.map((d) => d.label);
   const keys = week.apiKeys;
@@ -94,15 +90,7 @@ export function UsagePage({ admin }: { admin: boolean }) {
         />
       </div>
       <table>
-        <thead>
-          <tr>
-            <th scope="col">API key</th>
-            <th scope="col">Sandboxes</th>
-            <th scope="col">vCPU-seconds</th>
-            <th scope="col">GiB-seconds</th>
-            <th scope="col">Cost (USD)</th>
-          </tr>
-        </thead>
+        <TableHead columns={['API key', 'Sandboxes', 'vCPU-seconds', 'GiB-seconds', 'Cost (USD)']} />
         <tbody>
           {keys.map((k) => (
             <tr key={k.apiKeyId}>
