@@ -238,9 +238,15 @@ test('Hibernate and Resume from the buttons change the sandbox, and the page fol
   assert.equal((await Sandbox.connect(sbx.id, d.conn)).info.state, 'running');
   // Files and processes of the resumed sandbox.
   await sbx.files.write('/home/user/from-test.txt', 'hello');
+  // A file name chosen by code in the sandbox is shown as text, never made into an element.
+  const hostileName = '<img src=x onerror="document.title=`pwned`">.txt';
+  await sbx.exec(['bash', '-c', 'touch "/home/user/$1"', '_', hostileName], { check: true });
   const [filesTab] = await page.$$('xpath/.//button[@role="tab" and text()="Files"]');
   await filesTab?.click();
   await page.waitForSelector('a[download="from-test.txt"]');
+  assert.ok((await page.$eval('.files tbody', (el) => el.textContent ?? '')).includes(hostileName), 'the hostile name shows as text');
+  assert.equal(await page.$$eval('.files img', (els) => els.length), 0);
+  assert.notEqual(await page.title(), 'pwned');
   // Download through the link, and upload through the file input into the directory shown.
   const href = await page.$eval('a[download="from-test.txt"]', (a) => (a as HTMLAnchorElement).href);
   assert.equal(await page.evaluate(async (url) => (await fetch(url)).text(), href), 'hello');

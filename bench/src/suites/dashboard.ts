@@ -22,6 +22,7 @@ import type { UiLoginLink } from '@warren/protocol';
 import type { Context } from '../context.js';
 import { fmt } from '../stats.js';
 import { seed, startOwnDaemon } from './density.js';
+import { terminalEchoes } from './terminal.js';
 
 const SUITE = 'dashboard';
 const CHROMIUM = '/usr/bin/chromium';
@@ -168,20 +169,7 @@ export async function runDashboard(ctx: Context): Promise<void> {
   const browserEcho = (await page.evaluate(() => (window as unknown as { echoMs: number[] }).echoMs)).slice(5);
   await page.browserContext().close();
 
-  let echo: (() => void) | undefined;
-  const term = await sbx.pty.create({ cmd: ['cat'], onData: () => echo?.() });
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  const sdkEcho: number[] = [];
-  for (let i = 0; i < browserEcho.length + 5; i++) {
-    const echoed = new Promise<void>((resolve) => (echo = resolve));
-    const t = performance.now();
-    term.write('x');
-    await echoed;
-    if (i >= 5) sdkEcho.push(performance.now() - t);
-  }
-  echo = undefined;
-  await term.kill();
-  await term.wait();
+  const sdkEcho = await terminalEchoes(sbx, browserEcho.length, 5);
 
   const r = ctx.report;
   r.add({ key: 'ui-login-load', suite: SUITE, label: 'login page load (same bundle, no data)', unit: 'ms', values: loginMs, isBaseline: true });

@@ -5,6 +5,7 @@
  * the same through a pseudo-terminal inside (python's pty module, no warren in the path), and
  * the existing process stdin path (a background `cat`: POST stdin, its output followed).
  */
+import type { Sandbox } from '@warren/sdk';
 import type { Context } from '../context.js';
 
 const SUITE = 'terminal';
@@ -36,6 +37,28 @@ os.kill(pid, 9)
 print(json.dumps({"pipe": pipe, "pty": ptyrt}))
 `;
 
+/**
+ * The terminal: cat on a pty (echo on), one byte per keystroke through the SDK's WebSocket,
+ * each echo timed; the first `warmup` are left out.
+ */
+export async function terminalEchoes(sbx: Sandbox, n: number, warmup: number): Promise<number[]> {
+  let echo: (() => void) | undefined;
+  const term = await sbx.pty.create({ cmd: ['cat'], onData: () => echo?.() });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  const out: number[] = [];
+  for (let i = 0; i < n + warmup; i++) {
+    const echoed = new Promise<void>((resolve) => (echo = resolve));
+    const t0 = performance.now();
+    term.write('x');
+    await echoed;
+    if (i >= warmup) out.push(performance.now() - t0);
+  }
+  echo = undefined;
+  await term.kill();
+  await term.wait();
+  return out;
+}
+
 export async function runTerminal(ctx: Context): Promise<void> {
   const n = ctx.iters.terminal;
   const { sbx, kill } = await ctx.sandbox();
@@ -59,21 +82,7 @@ export async function runTerminal(ctx: Context): Promise<void> {
   await cat.kill();
   await following.catch(() => undefined);
 
-  // The terminal: cat on a pty (echo on), one byte per keystroke, its echo timed.
-  let echo: (() => void) | undefined;
-  const term = await sbx.pty.create({ cmd: ['cat'], onData: () => echo?.() });
-  await new Promise((resolve) => setTimeout(resolve, 300));
-  const termRt: number[] = [];
-  for (let i = 0; i < n + 10; i++) {
-    const echoed = new Promise<void>((resolve) => (echo = resolve));
-    const t0 = performance.now();
-    term.write('x');
-    await echoed;
-    if (i >= 10) termRt.push(performance.now() - t0);
-  }
-  echo = undefined;
-  await term.kill();
-  await term.wait();
+  const termRt = await terminalEchoes(sbx, n, 10);
   await kill();
 
   const r = ctx.report;

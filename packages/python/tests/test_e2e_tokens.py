@@ -55,3 +55,34 @@ class Keys(E2ECase):
         with self.assertRaises(AuthenticationError):
             Sandbox.list(api_key=made["key"])
         self.assertEqual([s.id for s in Sandbox.list(api_key=rotated["key"])], [mine.id])
+
+
+class Dashboard(E2ECase):
+    def test_a_login_link_opens_one_session_once(self) -> None:
+        import http.client
+        from urllib.parse import urlsplit
+
+        from warren import dashboard_login_link
+
+        link = dashboard_login_link()
+        parts = urlsplit(link["url"])
+        self.assertEqual(parts.path, "/ui/login")
+
+        def open_link() -> tuple[int, str, str]:
+            conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+            try:
+                conn.request("GET", f"{parts.path}?{parts.query}")
+                res = conn.getresponse()
+                res.read()
+                return res.status, res.getheader("location") or "", res.getheader("set-cookie") or ""
+            finally:
+                conn.close()
+
+        status, location, cookie = open_link()
+        self.assertEqual((status, location), (303, "/ui/"))
+        self.assertIn("warren_session=", cookie)
+        self.assertIn("HttpOnly", cookie)
+        self.assertIn("SameSite=Strict", cookie)
+        # Spent: the same link again logs nobody in.
+        status, location, cookie = open_link()
+        self.assertEqual((status, location, cookie), (303, "/ui/?login=expired", ""))

@@ -70,6 +70,7 @@ from .stdin import StdinData
 from .templates import Template
 from .tools import Attempt, AsyncToolset, Toolset, async_best_of, best_of, tool_schemas
 from .usage import get_usage
+from .dashboard import DashboardLoginLink, dashboard_login_link
 from .keys import ApiKeys, get_audit_trail
 from .watch import AsyncWatch, Watch, WatchEvent
 from .warm import bake, get_bake, get_pool, set_pool_size
@@ -110,6 +111,8 @@ __all__ = [
     "async_best_of",
     "tool_schemas",
     "get_usage",
+    "dashboard_login_link",
+    "DashboardLoginLink",
     "ApiKeys",
     "get_audit_trail",
     "get_pool",

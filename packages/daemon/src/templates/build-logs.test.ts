@@ -59,3 +59,20 @@ test('logs a crash cut short are marked failed at start; each template keeps its
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+test('a build that prints without end fills its log up to the cap, not the disk', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-build-logs-'));
+  try {
+    const logs = new BuildLogs(dir);
+    const rec = logs.start('noisy');
+    const line = 'x'.repeat(1000);
+    for (let i = 0; i < 6000; i++) rec.write({ type: 'log', step: 1, stream: 'stdout', line });
+    await rec.finish(undefined);
+    const [only] = logs.list('noisy');
+    const { text, bytes } = await logs.read('noisy', only?.id ?? '');
+    assert.ok(bytes <= 4 * 1024 * 1024 + 100, `${bytes} bytes`);
+    assert.match(text, /\[log truncated at 4194304 bytes\]\n$/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

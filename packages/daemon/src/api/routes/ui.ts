@@ -42,7 +42,7 @@ const SECURITY_HEADERS: Record<string, string> = {
 };
 
 interface Asset {
-  body: Buffer;
+  body: Uint8Array<ArrayBuffer>;
   type: string;
   etag: string;
 }
@@ -55,7 +55,7 @@ function loadAssets(): Map<string, Asset> {
   for (const name of readdirSync(dist)) {
     const type = CONTENT_TYPES[path.extname(name)];
     if (!type) continue;
-    const body = readFileSync(path.join(dist, name));
+    const body = new Uint8Array(readFileSync(path.join(dist, name)));
     assets.set(name, { body, type, etag: `"${createHash('sha256').update(body).digest('base64url').slice(0, 16)}"` });
   }
   return assets;
@@ -133,7 +133,7 @@ function serveAsset(c: Context, assets: Map<string, Asset>, name: string): Respo
     throw new WarrenError('not_found', `no dashboard file ${name}`);
   }
   if (c.req.header('if-none-match') === asset.etag) return c.body(null, 304, { etag: asset.etag });
-  return c.body(new Uint8Array(asset.body), 200, { 'content-type': asset.type, etag: asset.etag });
+  return c.body(asset.body, 200, { 'content-type': asset.type, etag: asset.etag });
 }
 
 function startSession(c: Context, id: string): void {
