@@ -3,13 +3,27 @@ import { spawn } from 'node:child_process';
 import type { Command } from 'commander';
 import { dashboardLoginLink } from '@warren/sdk';
 
-/** Starts the desktop's URL opener; false when there is none (a server without a desktop). */
+/** How long the desktop's opener may take before it counts as having started a browser. */
+const OPENER_WAIT_MS = 3000;
+
+/**
+ * Starts the desktop's URL opener. True when it exited 0, or is still running after a few
+ * seconds (some run the browser itself); false when there is none or it failed (a server
+ * without a desktop).
+ */
 function openInBrowser(url: string): Promise<boolean> {
   return new Promise((resolve) => {
     const child = spawn('xdg-open', [url], { stdio: 'ignore', detached: true });
-    child.on('error', () => resolve(false));
-    child.on('exit', (code) => resolve(code === 0));
-    child.unref();
+    const timer = setTimeout(() => {
+      child.unref();
+      resolve(true);
+    }, OPENER_WAIT_MS);
+    const done = (ok: boolean) => {
+      clearTimeout(timer);
+      resolve(ok);
+    };
+    child.on('error', () => done(false));
+    child.on('exit', (code) => done(code === 0));
   });
 }
 
@@ -24,11 +38,13 @@ export function registerUiCommand(program: Command): void {
         process.stdout.write(`${link.url}\n`);
         return;
       }
-      if (await openInBrowser(link.url)) {
-        process.stderr.write(`opened the dashboard in your browser (the link works once, until ${link.expiresAt})\n`);
-        return;
-      }
-      process.stderr.write(`no browser to open here (xdg-open); open this link within a minute, once:\n`);
+      const opened = await openInBrowser(link.url);
+      // The link is printed either way: the browser may be on another machine than this shell.
+      process.stderr.write(
+        opened
+          ? 'opened the dashboard in your browser; if it did not open, this link logs a browser in once within a minute:\n'
+          : 'no browser to open here (xdg-open failed or is missing); this link logs a browser in once within a minute:\n',
+      );
       process.stdout.write(`${link.url}\n`);
     });
 }
