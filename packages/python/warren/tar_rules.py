@@ -1,0 +1,182 @@
+"""The rules on the members of a downloaded tar archive, apart from how they are framed in
+bytes (tar_check.py); the same as the TS protocol package's tar-members.ts, since the TS and
+Python SDKs must refuse the same archives (docs/api.md, "Directories"):
+
+- names are relative and plain: no empty, absolute or NUL name, no `..`, `.` or empty
+  component (a leading `./` and a directory's trailing `/` aside);
+- nothing is written through or under a non-directory of the archive, nor replaces a member
+  (a directory may be repeated);
+- a symlink's target, resolved through the archive's other symlinks, stays inside (checked
+  again at the end against every symlink: a later one can change what an earlier target means);
+- a hard link names a regular file earlier in the archive;
+- only files, directories and links; only files carry data, only links carry a link name.
+
+`check_tree` applies the link rules again to what was actually extracted. Standard library only."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+from typing import Dict, List, Mapping
+
+from .errors import InvalidArgumentError, WarrenError
+
+# Symlink hops while resolving a target, as the kernel's limit (ELOOP).
+MAX_HOPS = 40
+REGULAR, DIRECTORY, SYMLINK, HARDLINK = frozenset("0\x00"), "5", "2", "1"
+REGULAR_KIND = "0"
+_KINDS = REGULAR | {DIRECTORY, SYMLINK, HARDLINK}
+_NAMES = {REGULAR_KIND: "file", DIRECTORY: "directory", SYMLINK: "symlink", HARDLINK: "hard link"}
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def quote(name: str) -> str:
+    """`name` JSON-quoted as the TS side's JSON.stringify does: control characters, and the
+    lone surrogates undecodable bytes become, arrive escaped."""
+    return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", json.dumps(name, ensure_ascii=False))
+
+
+def refuse(name: str, why: str) -> WarrenError:
+    return InvalidArgumentError("invalid_argument", f"refused tar member {quote(name)}: {why}", details={"member": name})
+
+
+def refuse_archive(why: str) -> WarrenError:
+    return InvalidArgumentError("invalid_argument", f"refused tar archive: {why}")
+
+
+def member_components(name: str, directory: bool = False) -> List[str]:
+    """Components of a member name ([] for the root, `.` or `./`). Refuses empty, absolute and
+    NUL names, `..`, `.` and empty components (but a leading `./`), and a trailing `/` unless
+    `directory`: names any two extractors read as the same path."""
+    if name == "":
+        raise refuse(name, "a member without a name")
+    if "\x00" in name:
+        raise refuse(name, "a name with a NUL byte")
+    if name.startswith("/"):
+        raise refuse(name, "absolute names are not allowed")
+    if name in (".", "./"):
+        return []
+    rest = name[2:] if name.startswith("./") else name
+    if rest.endswith("/"):
+        if not directory:
+            raise refuse(name, "a name ending in '/' on a member that is not a directory")
+        rest = rest[:-1]
+    parts = rest.split("/")
+    if ".." in parts:
+        raise refuse(name, "'..' components are not allowed")
+    if "" in parts or "." in parts:
+        raise refuse(name, "empty or '.' components are not allowed")
+    return parts
+
+
+def symlink_escape(link_path: str, target: str, links: Mapping[str, str]) -> str | None:
+    """Where a symlink's target leads, resolved through `links` (normalized path -> target):
+    None when it stays inside the root, else why not. Dangling targets inside are fine."""
+    if target == "":
+        return "empty symlink target"
+    if target.startswith("/"):
+        return f"points to the absolute path {quote(target)}"
+    stack = link_path.split("/")[:-1]
+    queue = target.split("/")
+    hops = 0
+    while queue:
+        c = queue.pop(0)
+        if c in ("", "."):
+            continue
+        if c == "..":
+            if not stack:
+                return f"its target {quote(target)} leads outside the destination"
+            stack.pop()
+            continue
+        stack.append(c)
+        following = links.get("/".join(stack))
+        if following is None:
+            continue
+        hops += 1
+        if hops > MAX_HOPS:
+            return f"its target {quote(target)} loops through symlinks"
+        stack.pop()
+        if following.startswith("/"):
+            return f"its target {quote(target)} leads outside the destination"
+        queue[:0] = following.split("/")
+    return None
+
+
+class MemberRules:
+    """The rules on a sequence of members, in archive order; `end` re-checks every symlink
+    against all of them (a later one can change what an earlier target means)."""
+
+    def __init__(self) -> None:
+        self.kinds: Dict[str, str] = {}  # normalized path -> kind of the member that made it
+        self.links: Dict[str, str] = {}
+
+    def check(self, kind: str, name: str, linkname: str, size: int) -> str:
+        """Refuses the member or returns its normalized path ('' for the root)."""
+        if kind not in _KINDS:
+            raise refuse(name, f"unsupported member type {quote(kind)} (only files, directories, symlinks and hard links)")
+        kind = REGULAR_KIND if kind in REGULAR else kind
+        parts = member_components(name, kind == DIRECTORY)
+        path = "/".join(parts)
+        for i in range(1, len(parts)):
+            above = self.kinds.get("/".join(parts[:i]))
+            if above == SYMLINK:
+                raise refuse(name, f"it would be written through the symlink {quote('/'.join(parts[:i]))}")
+            if above is not None and above != DIRECTORY:
+                raise refuse(name, f"it would be written under the {_NAMES[above]} {quote('/'.join(parts[:i]))}")
+        before = self.kinds.get(path)
+        if before == SYMLINK:
+            raise refuse(name, f"it would replace the symlink {quote(path)} of the same archive")
+        if before is not None and not (before == DIRECTORY and kind == DIRECTORY):
+            raise refuse(name, f"it would replace the {_NAMES[before]} of the same name earlier in the archive")
+        if path == "" and kind != DIRECTORY:
+            raise refuse(name, "only a directory can stand for the destination itself")
+        if kind != REGULAR_KIND and size != 0:
+            raise refuse(name, f"a {_NAMES[kind]} with {size} bytes of data")
+        if kind in (REGULAR_KIND, DIRECTORY) and linkname != "":
+            raise refuse(name, f"a link name on a {_NAMES[kind]}")
+        if kind == SYMLINK:
+            why = symlink_escape(path, linkname, self.links)
+            if why:
+                raise refuse(name, f"symlink: {why}")
+            self.links[path] = linkname
+        elif kind == HARDLINK:
+            # A hard link to a symlink would copy its relative target to another place.
+            try:
+                target = "/".join(member_components(linkname))
+            except WarrenError:
+                raise refuse(name, f"hard link to {quote(linkname)}, outside the destination or not a plain name") from None
+            if self.kinds.get(target) not in (REGULAR_KIND, HARDLINK):
+                raise refuse(name, f"hard link to {quote(linkname)}, which is not a regular file earlier in the archive")
+        self.kinds[path] = kind
+        return path
+
+    def end(self) -> None:
+        for path, target in self.links.items():
+            why = symlink_escape(path, target, self.links)
+            if why:
+                raise refuse(path, f"symlink: {why}")
+
+
+def check_tree(root: str) -> None:
+    """Walks an extracted tree with lstat (never following a link): refuses anything but
+    regular files, directories and symlinks, and any symlink leading outside `root` through
+    the tree's own symlinks. The last word on a download, whatever the parsers read."""
+    links: Dict[str, str] = {}
+    pending = [""]
+    while pending:
+        rel = pending.pop()
+        for entry in sorted(os.listdir(os.path.join(root, rel))):
+            path = f"{rel}/{entry}" if rel else entry
+            mode = os.lstat(os.path.join(root, path)).st_mode
+            if stat.S_ISDIR(mode):
+                pending.append(path)
+            elif stat.S_ISLNK(mode):
+                links[path] = os.readlink(os.path.join(root, path))
+            elif not stat.S_ISREG(mode):
+                raise refuse(path, "extracted as something other than a file, directory or symlink")
+    for path, target in links.items():
+        why = symlink_escape(path, target, links)
+        if why:
+            raise refuse(path, f"symlink: {why}")
