@@ -311,6 +311,25 @@ export interface HealthInfo {
   runsc: RunscInfo;
 }
 
+/** The daemon's parts a request can reach, each with its own credential (docs/security.md). */
+export type Facade = 'api' | 'e2b' | 'envd' | 'mcp' | 'ui';
+
+/**
+ * One route of the daemon, as registered (GET /v1/routes, admin): `method` ALL is a
+ * middleware's or a catch-all's, `path` Hono's pattern (`:name` one segment, `*` the rest);
+ * `facade` null outside every facade; `public` when no credential is needed.
+ */
+export interface RouteInfo {
+  method: string;
+  path: string;
+  facade: Facade | null;
+  public: boolean;
+}
+
+export interface RouteTable {
+  routes: RouteInfo[];
+}
+
 /** A template's warm pool: configured size, members ready now, and how claims went. */
 export interface PoolInfo {
   template: string;

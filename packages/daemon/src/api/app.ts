@@ -1,6 +1,5 @@
 /** The HTTP API: auth, body limits, error mapping and the route modules, mounted under /v1. */
 import { Hono } from 'hono';
-import { bodyLimit } from 'hono/body-limit';
 import { requestId } from 'hono/request-id';
 import type { Logger } from 'pino';
 import { WarrenError, type HealthInfo, type RunscInfo } from '@warren/protocol';
@@ -15,6 +14,9 @@ import { auditTrail } from './audit-trail.js';
 import type { ApiAudit } from '../keys/audit.js';
 import { errorResponse } from './errors.js';
 import { lingerOnUnreadBody } from './body.js';
+import { requestBodyLimit } from './body-limit.js';
+import { routeTable } from './facades.js';
+import { routeTableRoutes } from './routes/route-table.js';
 import { sandboxRoutes } from './routes/sandboxes.js';
 import { snapshotRoutes } from './routes/snapshots.js';
 import type { SnapshotService } from '../core/snapshots.js';
@@ -49,10 +51,7 @@ import { OpenStreams } from '../e2b/envd/queue.js';
 import { eventRoutes } from './routes/events.js';
 import { uiLoginLinkRoutes, uiRoutes } from './routes/ui.js';
 import type { LiveFeed } from '../core/live.js';
-
-const MAX_JSON_BODY_BYTES = 16 * 1024 * 1024;
-/** Where E2B's SDKs find envd (their E2B_SANDBOX_URL is the daemon's URL and this). */
-const E2B_ENVD_PREFIX = '/e2b/envd';
+import { E2B_ENVD_PREFIX } from './facades.js';
 
 export interface ApiDeps {
   registry: Registry;
@@ -95,19 +94,16 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   // under /e2b/envd, and on the host names of port 49983, which would otherwise be port URLs.
   const watches = new WatchService(deps.sandboxes);
   const envdStreams = new OpenStreams();
-  const envd = envdApp(
-    {
-      access: deps.access,
-      sandboxes: deps.sandboxes,
-      exec: deps.exec,
-      files: deps.files,
-      terminals: deps.terminals,
-      watches,
-      streams: envdStreams,
-      log: deps.log,
-    },
-    E2B_ENVD_PREFIX,
-  );
+  const envd = envdApp({
+    access: deps.access,
+    sandboxes: deps.sandboxes,
+    exec: deps.exec,
+    files: deps.files,
+    terminals: deps.terminals,
+    watches,
+    streams: envdStreams,
+    log: deps.log,
+  });
   app.use(`${E2B_ENVD_PREFIX}/*`, async (c) => envd.fetch(c.req.raw, c.env));
   app.use('*', async (c, next) => {
     const target = deps.ports.hosts.parse(c.req.header('host'));
@@ -122,27 +118,19 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.use('*', portForwarding(deps.ports));
   // The dashboard's pages and its login, which sets the session cookie the key check accepts.
   app.route('/', uiRoutes(deps.access));
-  // Every route past this point: a valid key, the route's scope, and only the key's own resources.
+  // Every route past this point: a valid key, the route's scope, and only the key's own
+  // resources (E2B's control plane checks its key at its own entry, e2b/entry.ts).
   const authorize = authorizeRequests(deps.access);
   // Outside the key check, so that refused calls are in the trail too.
   app.use('/v1/*', auditTrail(deps.audit, deps.log));
-  app.use('/mcp', auditTrail(deps.audit, deps.log));
+  app.use('/mcp/*', auditTrail(deps.audit, deps.log));
+  app.use('/e2b/*', auditTrail(deps.audit, deps.log));
   app.use('/v1/*', authorize);
   app.use('/metrics', authorize);
-  app.use('/mcp', authorize);
-  // File uploads stream and are limited by the sandbox's disk size instead.
-  app.use('/v1/*', async (c, next) => {
-    if (c.req.method === 'PUT' && c.req.path.endsWith('/files')) return next();
-    if (c.req.method === 'PUT' && c.req.path.endsWith('/files/dir')) return next();
-    // Streamed stdin is paced by the command's reading and has no size limit.
-    if (c.req.method === 'PUT' && c.req.path.endsWith('/stdin')) return next();
-    return bodyLimit({
-      maxSize: MAX_JSON_BODY_BYTES,
-      onError: () => {
-        throw new WarrenError('too_large', `request body exceeds ${MAX_JSON_BODY_BYTES} bytes`);
-      },
-    })(c, next);
-  });
+  app.use('/mcp/*', authorize);
+  // After the key check, before any handler reads a body (body-limit.ts).
+  app.use('/v1/*', requestBodyLimit);
+  app.use('/mcp/*', requestBodyLimit);
 
   app.get('/v1/health', (c) => c.json({ ok: true, version: deps.version, sandboxes: deps.registry.countLive(), runsc: deps.runsc } satisfies HealthInfo));
   app.route('/v1/templates', templateRoutes(deps.templateService, deps.access.templates, deps.log));
@@ -169,11 +157,17 @@ export function buildApp(deps: ApiDeps): Hono<AuthVars> {
   app.route('/v1/events', eventRoutes({ feed: deps.live, sandboxes: deps.sandboxes, exec: deps.exec, egress: deps.egressLog, access: deps.access }));
   app.route('/v1/ui', uiLoginLinkRoutes(deps.access));
   app.route('/v1/audit', auditRoutes(deps.audit));
+  // The app's own routes and envd's, read when asked: whatever was registered, as it is.
+  app.route(
+    '/v1/routes',
+    routeTableRoutes(() => routeTable(app, envd)),
+  );
   // E2B's control plane, as calls of this same app with the caller's key.
   app.route(
     '/e2b',
     e2bControlRoutes({
       api: app,
+      access: deps.access,
       domain: () => `${deps.ports.hosts.domain}:${deps.ports.daemonPort()}`,
       defaults: () => deps.sandboxes.resourcesFor(undefined),
       endStreams: (id) => envdStreams.endAll(id),

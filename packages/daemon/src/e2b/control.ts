@@ -30,7 +30,10 @@ import {
   type SandboxInfo,
   type SandboxList,
 } from '@warren/protocol';
+import type { Access, AuthVars } from '../api/auth.js';
+import { requestBodyLimit } from '../api/body-limit.js';
 import { jsonBody } from '../api/errors.js';
+import { e2bEntry } from './entry.js';
 import { e2bErrorBody } from './errors.js';
 import { ENVD_VERSION } from './envd/router.js';
 import { caller, type Call, type WarrenApi } from './warren-calls.js';
@@ -47,6 +50,8 @@ const MAX_LIST_PAGES = 20;
 export interface ControlDeps {
   /** warren's API app: each E2B call runs as calls of it. */
   api: WarrenApi;
+  /** What the entry checks every call's key with, before any handler runs. */
+  access: Access;
   /** The domain of `<port>-<id>` host names, with the daemon's port (what getHost uses). */
   domain: () => string;
   /** What a sandbox gets when its create names no resources (the daemon's defaults). */
@@ -104,13 +109,16 @@ async function jsonOf<S extends z.ZodType>(c: Context, schema: S): Promise<z.inf
   return parse(schema, await jsonBody(c));
 }
 
-export function e2bControlRoutes(deps: ControlDeps): Hono {
+export function e2bControlRoutes(deps: ControlDeps): Hono<AuthVars> {
   const log = deps.log.child({ component: 'e2b-api' });
-  const app = new Hono();
+  const app = new Hono<AuthVars>();
   app.onError((err, c) => {
     const { status, body } = e2bErrorBody(err, log, `${c.req.method} ${c.req.path}`);
     return c.json(body, status as 400);
   });
+  // The key, then the body's size, before any handler; every route below, the catch-all too.
+  app.use('*', e2bEntry(deps.access));
+  app.use('*', requestBodyLimit);
 
   /** A fresh access token for envd and port traffic: a warren token for this one sandbox. */
   const accessFor = async (call: Call, info: SandboxInfo): Promise<E2bSandbox> => {

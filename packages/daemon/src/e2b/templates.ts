@@ -22,7 +22,7 @@ import {
 import { E2bTemplateBuild, E2bTemplateRequest, type E2bBuildInfo, type E2bLogEntry, type E2bTemplate } from '@warren/protocol/e2b';
 import { jsonBody } from '../api/errors.js';
 import { ENVD_VERSION } from './envd/router.js';
-import { caller, rawCall, type WarrenApi } from './warren-calls.js';
+import { caller, e2bApiKey, rawCall, type WarrenApi } from './warren-calls.js';
 
 /** E2B's images that stand for a warren starting point. */
 const IMAGES: Record<string, string> = {
@@ -43,10 +43,7 @@ interface Build {
   finishedAt?: number;
 }
 
-const keyHashOf = (c: Context) =>
-  createHash('sha256')
-    .update(c.req.header('x-api-key') ?? '')
-    .digest('hex');
+const keyHashOf = (c: Context) => createHash('sha256').update(e2bApiKey(c)).digest('hex');
 
 /** The SDK's build as a warren recipe; what warren cannot express is a 400 naming it. */
 export function recipeOf(name: string, b: E2bTemplateBuild): BuildTemplateRequest {

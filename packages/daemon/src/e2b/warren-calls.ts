@@ -13,9 +13,14 @@ export interface WarrenApi {
 /** One warren API call with the caller's key; its error, if any, thrown as a WarrenError. */
 export type Call = <T>(method: string, path: string, body?: unknown) => Promise<T>;
 
+/** The key an E2B call carries (E2B's SDKs send X-API-Key): the one its entry checks and its calls pass on. */
+export function e2bApiKey(c: Context): string {
+  return c.req.header('x-api-key') ?? '';
+}
+
 /** A call of warren's API as it answers (for streamed answers). */
 export function rawCall(c: Context, api: WarrenApi) {
-  const key = c.req.header('x-api-key') ?? '';
+  const key = e2bApiKey(c);
   return async (method: string, path: string, body?: unknown): Promise<Response> => {
     const headers: Record<string, string> = { 'x-api-key': key, 'user-agent': `e2b-compat (${c.req.header('user-agent') ?? 'unknown'})` };
     if (body !== undefined) headers['content-type'] = 'application/json';

@@ -18,9 +18,11 @@ import { Hono, type Context } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { deleteCookie, getCookie, setCookie } from 'hono/cookie';
 import { WarrenError, type UiLoginLink, type UiSessionInfo } from '@warren/protocol';
+import type { Principal } from '../../keys/service.js';
 import { z } from 'zod';
 import { authenticate, requestAddress, requestSecret, sameOrigin, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
+import { answersPublicly } from '../facades.js';
 import { SESSION_COOKIE, SESSION_IDLE_MS } from '../ui-sessions.js';
 
 const LoginRequest = z.object({ key: z.string().min(1).max(1000) }).strict();
@@ -81,6 +83,11 @@ export function uiRoutes(access: Access): Hono<AuthVars> {
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
     c.header('cache-control', 'no-cache');
   });
+  // The entry: a logged-in session on every route but the public ones (api/facades.ts).
+  app.use('/ui/*', async (c, next) => {
+    if (!answersPublicly(c)) sessionPrincipal(c, access);
+    await next();
+  });
   app.use(
     '/ui/*',
     bodyLimit({
@@ -114,10 +121,8 @@ export function uiRoutes(access: Access): Hono<AuthVars> {
   });
 
   app.get('/ui/session', (c) => {
-    const session = access.sessions.get(getCookie(c, SESSION_COOKIE));
-    if (!session) throw new WarrenError('unauthenticated', 'not logged in: open a link from `warren ui`, or log in with an API key');
-    const p = authenticate(access, session.secret, requestAddress(c));
-    return c.json({ keyId: p.keyId, admin: p.admin, scopes: [...p.scopes], csrf: session.csrf } satisfies UiSessionInfo);
+    const { p, csrf } = sessionPrincipal(c, access);
+    return c.json({ keyId: p.keyId, admin: p.admin, scopes: [...p.scopes], csrf } satisfies UiSessionInfo);
   });
 
   app.get('/ui', (c) => c.redirect('/ui/', 301));
@@ -134,6 +139,13 @@ function serveAsset(c: Context, assets: Map<string, Asset>, name: string): Respo
   }
   if (c.req.header('if-none-match') === asset.etag) return c.body(null, 304, { etag: asset.etag });
   return c.body(asset.body, 200, { 'content-type': asset.type, etag: asset.etag });
+}
+
+/** The key the request's session acts as, and the session's CSRF token; 401 without a live one. */
+function sessionPrincipal(c: Context, access: Access): { p: Principal; csrf: string } {
+  const session = access.sessions.get(getCookie(c, SESSION_COOKIE));
+  if (!session) throw new WarrenError('unauthenticated', 'not logged in: open a link from `warren ui`, or log in with an API key');
+  return { p: authenticate(access, session.secret, requestAddress(c)), csrf: session.csrf };
 }
 
 function startSession(c: Context, id: string): void {

@@ -12,6 +12,8 @@ import type { Logger } from 'pino';
 import { SANDBOX_TOKEN_SCOPE_OF, WarrenError, type Scope } from '@warren/protocol';
 import { Filesystem, Process } from '@warren/protocol/e2b';
 import { authorizeSandboxCall, requestAddress, type Access } from '../../api/auth.js';
+import { requestBodyLimit } from '../../api/body-limit.js';
+import { E2B_ENVD_PREFIX, answersPublicly } from '../../api/facades.js';
 import type { ExecService } from '../../core/exec.js';
 import type { FileService } from '../../core/files.js';
 import type { SandboxService } from '../../core/sandboxes.js';
@@ -52,8 +54,9 @@ function scopeOf(method: string, rest: string): Scope {
   return method === 'GET' ? SANDBOX_TOKEN_SCOPE_OF.read : SANDBOX_TOKEN_SCOPE_OF.files;
 }
 
-/** The envd app; `prefix` is where it is mounted (its paths are envd's below it). */
-export function envdApp(deps: EnvdDeps, prefix: string): Hono {
+/** The envd app, its routes under E2B_ENVD_PREFIX (its paths are envd's below it). */
+export function envdApp(deps: EnvdDeps): Hono {
+  const prefix = E2B_ENVD_PREFIX;
   const log = deps.log.child({ component: 'e2b-envd' });
   const router = createConnectRouter();
   router.service(Process, processService({ exec: deps.exec, terminals: deps.terminals, streams: deps.streams, log }));
@@ -61,10 +64,11 @@ export function envdApp(deps: EnvdDeps, prefix: string): Hono {
   const rpc = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h, { httpVersion: '1.1' })]));
 
   const authorize = (c: Context, rest: string) => {
-    const sandboxId = c.req.header(SANDBOX_ID_HEADER);
-    if (!sandboxId) throw new WarrenError('invalid_argument', 'missing E2b-Sandbox-Id header: which sandbox is this call for?');
+    // The credential first: a call without one learns nothing, not even what else it lacks.
     const token = c.req.header('x-access-token');
     if (!token) throw new WarrenError('unauthenticated', `missing X-Access-Token: the sandbox's envdAccessToken from create or connect`);
+    const sandboxId = c.req.header(SANDBOX_ID_HEADER);
+    if (!sandboxId) throw new WarrenError('invalid_argument', 'missing E2b-Sandbox-Id header: which sandbox is this call for?');
     authorizeSandboxCall(deps.access, token, requestAddress(c), sandboxId, scopeOf(c.req.method, rest), `envd ${rest}`);
     return sandboxId;
   };
@@ -74,6 +78,14 @@ export function envdApp(deps: EnvdDeps, prefix: string): Hono {
     const { status, body } = e2bErrorBody(err, log, `${c.req.method} ${c.req.path}`);
     return c.json(body, status as 400);
   });
+
+  // The entry: the sandbox's token on every route but the public ones (api/facades.ts), then
+  // the body's size, before any handler runs or reads a body (the host-name form comes here too).
+  app.use(`${prefix}/*`, async (c, next) => {
+    if (!answersPublicly(c)) authorize(c, c.req.path.slice(prefix.length));
+    await next();
+  });
+  app.use(`${prefix}/*`, requestBodyLimit);
 
   // isRunning() reads a 502 as "not running"; nothing tells another key's sandbox from a gone one.
   app.get(`${prefix}/health`, (c) => {
@@ -86,13 +98,8 @@ export function envdApp(deps: EnvdDeps, prefix: string): Hono {
     }
   });
 
-  app.use(`${prefix}/*`, async (c, next) => {
-    const rest = c.req.path.slice(prefix.length);
-    authorize(c, rest);
-    const handler = rpc.get(rest);
-    if (handler) return handler(c.req.raw);
-    return next();
-  });
+  // Each RPC a route of its own, so that the route table (GET /v1/routes) lists it.
+  for (const [path, handler] of rpc) app.post(`${prefix}${path}`, (c) => handler(c.req.raw));
   app.route(prefix, envdFileRoutes(deps.files, deps.sandboxes));
   return app;
 }
