@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { TarChecker, memberComponents, symlinkEscape } from './tar-check.js';
+import { TarChecker, memberComponents, symlinkEscape, type TarMember } from './tar-check.js';
 
 test('symlinkEscape resolves targets through the archive symlinks', () => {
   const none = new Map<string, string>();
@@ -15,14 +15,18 @@ test('symlinkEscape resolves targets through the archive symlinks', () => {
   assert.match(symlinkEscape('loop', 'loop/x', new Map([['loop', 'loop/x']])) ?? '', /loops/);
 });
 
-test('memberComponents refuses absolute names and ..', () => {
-  assert.deepEqual(memberComponents('./a//b/./c'), ['a', 'b', 'c']);
+test('memberComponents takes plain relative names only', () => {
+  assert.deepEqual(memberComponents('./a/b/c'), ['a', 'b', 'c']);
+  assert.deepEqual(memberComponents('./d/', true), ['d']);
   assert.deepEqual(memberComponents('./'), []);
   assert.throws(() => memberComponents('/etc/x'), /absolute/);
   assert.throws(() => memberComponents('a/../../x'), /'\.\.'/);
+  assert.throws(() => memberComponents('a//b'), /empty or '\.'/);
+  assert.throws(() => memberComponents('a/./b'), /empty or '\.'/);
+  assert.throws(() => memberComponents('f/'), /ending in '\/'/);
 });
 
-test('TarChecker refuses garbage, bytes after the end, and an archive cut inside a member', () => {
+test('TarChecker refuses garbage, bytes after the end, an archive cut inside a member or before its end block', () => {
   assert.throws(() => new TarChecker().push(Buffer.alloc(512, 0x41)), /not a tar archive/);
   const ended = new TarChecker();
   ended.push(Buffer.alloc(1024));
@@ -31,5 +35,50 @@ test('TarChecker refuses garbage, bytes after the end, and an archive cut inside
   const cut = new TarChecker();
   cut.push(Buffer.alloc(100));
   assert.throws(() => cut.end(), /ends in the middle/);
-  assert.deepEqual(new TarChecker().end(), { files: 0, directories: 0, symlinks: 0, hardlinks: 0, bytes: 0, hasRoot: false });
+  assert.throws(() => new TarChecker().end(), /no end-of-archive block/);
+});
+
+/** One header block; `magic` is the 8 bytes at 257. */
+function header(name: string, type: string, o: { size?: number; link?: string; magic?: string; prefix?: string } = {}): Buffer {
+  const h = Buffer.alloc(512);
+  h.write(name, 0);
+  h.write('0000644\0', 100);
+  h.write('0000000\0', 108);
+  h.write('0000000\0', 116);
+  h.write(`${(o.size ?? 0).toString(8).padStart(11, '0')}\0`, 124);
+  h.write('00000000000\0', 136);
+  h.write(type, 156);
+  h.write(o.link ?? '', 157);
+  h.write(o.magic ?? 'ustar\x0000', 257, 'latin1');
+  h.write(o.prefix ?? '', 345);
+  h.write('        ', 148);
+  h.write(
+    `${h
+      .reduce((a, b) => a + b, 0)
+      .toString(8)
+      .padStart(6, '0')}\0 `,
+    148,
+  );
+  return h;
+}
+
+function run(...blocks: Buffer[]): TarMember[] {
+  const seen: TarMember[] = [];
+  const checker = new TarChecker((m) => seen.push(m));
+  checker.push(Buffer.concat([...blocks, Buffer.alloc(1024)]));
+  checker.end();
+  return seen;
+}
+
+test('TarChecker refuses the framings that hid s1 -> x/up/.. from it, and the link in plain sight', () => {
+  const base = [header('x/', '5'), header('x/up', '2', { link: '..' })];
+  const s1 = header('s1', '2', { link: 'x/up/..' });
+  assert.throws(() => run(...base, header('d/', '5', { size: 512 }), s1), /"d\/": a directory header with a size/);
+  assert.throws(() => run(...base, header('f/', '0', { size: 512 }), s1), /"f\/": a name ending in '\/'/);
+  assert.throws(() => run(...base, header('s1', '2', { link: 'x/up/..', magic: 'ustar\x000\x00', prefix: 'p' })), /neither POSIX ustar nor GNU/);
+  assert.throws(() => run(...base, s1), /"s1": symlink: its target "x\/up\/\.\." leads outside/);
+  assert.deepEqual(
+    run(...base, header('s1', '2', { link: 'x/up/x' })).map((m) => `${m.type} ${m.name}`),
+    ['directory x/', 'symlink x/up', 'symlink s1'],
+  );
 });

@@ -2,126 +2,119 @@
  * A streaming check of tar archives, run on every directory transfer before any byte of a
  * member reaches the program that extracts it: inside the sandbox in front of GNU tar
  * (uploads), and on the host in front of node-tar (downloads, where the archive comes from
- * the sandbox and is hostile). The same rules on both sides (docs/files.md, "Directories"):
+ * the sandbox and is hostile). It parses the bytes, refuses every framing that two tar readers
+ * could read differently, and runs the member rules (tar-members.ts) on what it found.
  *
- * - names are relative and stay inside: no absolute name, no `..` component;
- * - nothing is written through a symlink of the archive (a member under one, or replacing one);
- * - a symlink's target, resolved through the archive's other symlinks, stays inside: no
- *   absolute target, no way up past the root (checked again at the end, against every
- *   symlink, since a later one can change what an earlier target means);
- * - a hard link names a regular file earlier in the archive (a link to a symlink would copy
- *   its relative target to another place);
- * - only files, directories and links: no devices, FIFOs, sparse or multi-volume members;
- * - after the end-of-archive block, only zeros.
- *
- * It parses ustar, pax (path, linkpath, size) and GNU long names; it never writes anything.
- * Errors name the member, JSON-quoted so that control characters in a name arrive escaped.
+ * Strict on purpose: GNU tar, node-tar and Python's tarfile each have their own leniencies (a
+ * directory header with a size, a `0\0` ustar version with a prefix, a regular file whose name
+ * ends in `/`, text after a NUL in a name, a pax value with a newline), and a member one reader
+ * sees and another skips is how a link gets past a check. What GNU tar -c (gnu, pax, ustar),
+ * the SDK packers and tarfile write passes; the rest is refused. The rule list, shared with the
+ * Python SDK's check: docs/api.md, "Directories". It never writes anything.
  */
 import { WarrenError } from './errors.js';
+import { MEMBER_WORDS, TarMembers, refuseMember, type TarMember, type TarMemberType, type TarSummary } from './tar-members.js';
+
+export * from './tar-members.js';
 
 const BLOCK = 512;
 /** Largest pax or GNU long-name record kept whole (names are at most 4096 bytes on Linux). */
 const MAX_META_BYTES = 1024 * 1024;
-/** Symlink hops while resolving a target, as the kernel's limit (ELOOP). */
-const MAX_HOPS = 40;
-
-export interface TarSummary {
-  files: number;
-  directories: number;
-  symlinks: number;
-  hardlinks: number;
-  /** Bytes of file contents. */
-  bytes: number;
-  /** The archive has an entry for its root (`.` or `./`): its mode and time apply to the destination. */
-  hasRoot: boolean;
-}
+const POSIX_MAGIC = 'ustar\x0000';
+const GNU_MAGIC = 'ustar  \x00';
+const TYPES: Record<string, TarMemberType> = { '0': 'file', '\0': 'file', '5': 'directory', '2': 'symlink', '1': 'hardlink' };
+const META_TYPES = new Set(['x', 'g', 'L', 'K']);
+const ZSTD_MAGIC = Buffer.from([0x28, 0xb5, 0x2f, 0xfd]);
+/** Numeric fields every header must hold well formed: mode, uid, gid, size, mtime. */
+const NUMBERS: Array<[number, number]> = [
+  [100, 8],
+  [108, 8],
+  [116, 8],
+  [124, 12],
+  [136, 12],
+];
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+/** An octal number field: digits between spaces, then at least one NUL or space (every reader stops there). */
+const OCTAL = /^ *([0-7]+)[ \0]+$/;
 
 type State = 'header' | 'body' | 'meta' | 'done';
 
-/** Refusal of one member, naming it. */
-function refuse(name: string, why: string): WarrenError {
-  return new WarrenError('invalid_argument', `refused tar member ${JSON.stringify(name)}: ${why}`, { details: { member: name } });
+/** Refusal of the archive as a whole (not one member). */
+function refuseArchive(why: string): WarrenError {
+  return new WarrenError('invalid_argument', `refused tar archive: ${why}`);
 }
 
-function cstring(block: Uint8Array, start: number, length: number): string {
-  let end = start;
-  while (end < start + length && block[end] !== 0) end++;
-  return Buffer.from(block.buffer, block.byteOffset + start, end - start).toString('utf8');
+function text(bytes: Uint8Array, what: string): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw refuseArchive(`${what} is not UTF-8`);
+  }
 }
 
-/** Octal ASCII, or GNU base-256 (first byte's high bit set) for large values. */
-function number(block: Uint8Array, start: number, length: number): number {
-  if ((block[start] ?? 0) & 0x80) {
-    let value = (block[start] ?? 0) & 0x7f;
-    for (let i = start + 1; i < start + length; i++) value = value * 256 + (block[i] ?? 0);
+/** A NUL-terminated string field's bytes; nothing but NULs may follow its first NUL. */
+function field(block: Uint8Array, start: number, length: number, what: string): Uint8Array {
+  const bytes = block.subarray(start, start + length);
+  const nul = bytes.indexOf(0);
+  if (nul >= 0 && bytes.subarray(nul).some((b) => b !== 0)) throw refuseArchive(`bytes after the end of the ${what}`);
+  return nul < 0 ? bytes : bytes.subarray(0, nul);
+}
+
+/** Octal digits between spaces, then at least one NUL or space; or base-256 with a first byte of 0x80. */
+function number(block: Uint8Array, start: number, length: number, octalOnly = false): number {
+  const bytes = block.subarray(start, start + length);
+  if (bytes[0] === 0x80 && !octalOnly) {
+    let value = 0;
+    for (const b of bytes.subarray(1)) value = value * 256 + b;
+    if (!Number.isSafeInteger(value)) throw refuseArchive(`a base-256 number too large at header byte ${start}`);
     return value;
   }
-  const text = cstring(block, start, length).trim();
-  if (text === '') return 0;
-  if (!/^[0-7]+$/.test(text)) throw new WarrenError('invalid_argument', `not a tar archive: bad number field ${JSON.stringify(text)}`);
-  return parseInt(text, 8);
+  const s = Buffer.from(bytes).toString('latin1');
+  const m = OCTAL.exec(s);
+  if (!m) throw refuseArchive(`a malformed number field ${JSON.stringify(s)} at header byte ${start}`);
+  return parseInt(m[1] as string, 8);
 }
 
+/** The unsigned sum, as every reader computes it (GNU tar and tarfile also accept a signed one). */
 function checksumOk(block: Uint8Array): boolean {
   let sum = 0;
   for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 32 : (block[i] ?? 0);
-  return sum === number(block, 148, 8);
+  // A malformed checksum field is a bad checksum: the block is not a tar header at all.
+  return OCTAL.test(Buffer.from(block.subarray(148, 156)).toString('latin1')) && sum === number(block, 148, 8, true);
 }
 
-/** Components of a member name, without '' and '.'; refuses absolute names and `..`. */
-export function memberComponents(name: string): string[] {
-  if (name.startsWith('/')) throw refuse(name, 'absolute names are not allowed');
-  const parts = name.split('/').filter((p) => p !== '' && p !== '.');
-  if (parts.includes('..')) throw refuse(name, "'..' components are not allowed");
-  return parts;
-}
-
-/** Parses pax records ("LEN key=value\n"). */
-function paxRecords(data: Buffer, where: string): Map<string, string> {
-  const out = new Map<string, string>();
+/** Parses pax records ("LEN key=value\n") strictly: the length must frame each record exactly. */
+function paxRecords(data: Buffer): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
   let at = 0;
   while (at < data.length) {
-    const space = data.indexOf(0x20, at);
-    const len = space < 0 ? NaN : Number(data.subarray(at, space).toString('latin1'));
-    if (!Number.isInteger(len) || len <= space - at || at + len > data.length) {
-      if (data.subarray(at).every((b) => b === 0)) break;
-      throw new WarrenError('invalid_argument', `not a tar archive: bad pax record in ${where}`);
+    if (data[at] === 0) {
+      if (data.subarray(at).some((b) => b !== 0)) throw refuseArchive('bytes after the NULs that end a pax header');
+      break;
     }
-    const record = data.subarray(space + 1, at + len - 1).toString('utf8');
-    const eq = record.indexOf('=');
-    if (eq > 0) out.set(record.slice(0, eq), record.slice(eq + 1));
-    at += len;
+    const space = data.indexOf(0x20, at);
+    const len = space < 0 ? '' : data.subarray(at, space).toString('latin1');
+    const end = at + Number(len);
+    if (!/^[0-9]+$/.test(len) || end <= space + 1 || end > data.length || data[end - 1] !== 0x0a) throw refuseArchive('a malformed pax record');
+    const record = data.subarray(space + 1, end - 1);
+    const eq = record.indexOf(0x3d);
+    if (eq <= 0) throw refuseArchive('a pax record without a key');
+    const key = record.subarray(0, eq).toString('latin1');
+    const value = record.subarray(eq + 1);
+    if (value.includes(0x0a)) throw refuseArchive(`a newline in the pax value of ${JSON.stringify(key)}`);
+    if (out.has(key)) throw refuseArchive(`the pax key ${JSON.stringify(key)} twice in one header`);
+    out.set(key, value);
+    at = end;
   }
   return out;
 }
 
-/**
- * Where a symlink's target leads, resolved through the archive's symlinks: undefined when it
- * stays inside the root, else why not. Dangling targets inside are fine.
- */
-export function symlinkEscape(linkPath: string, target: string, links: ReadonlyMap<string, string>): string | undefined {
-  if (target === '') return 'empty symlink target';
-  if (target.startsWith('/')) return `points to the absolute path ${JSON.stringify(target)}`;
-  const stack = linkPath.split('/').slice(0, -1);
-  const queue = target.split('/');
-  let hops = 0;
-  while (queue.length) {
-    const c = queue.shift() as string;
-    if (c === '' || c === '.') continue;
-    if (c === '..') {
-      if (!stack.length) return `its target ${JSON.stringify(target)} leads outside the destination`;
-      stack.pop();
-      continue;
-    }
-    stack.push(c);
-    const next = links.get(stack.join('/'));
-    if (next === undefined) continue;
-    if (++hops > MAX_HOPS) return `its target ${JSON.stringify(target)} loops through symlinks`;
-    stack.pop();
-    if (next.startsWith('/')) return `its target ${JSON.stringify(target)} leads outside the destination`;
-    queue.unshift(...next.split('/'));
-  }
-  return undefined;
+/** What pax and GNU headers said about the next member. */
+interface Pending {
+  kinds: Set<string>;
+  path?: string;
+  linkpath?: string;
+  size?: number;
 }
 
 export class TarChecker {
@@ -133,12 +126,23 @@ export class TarChecker {
   private meta: Buffer[] = [];
   private metaKind = '';
   private metaSize = 0;
+  private metaStart = 0;
   private offset = 0;
-  /** From pax 'x' or GNU 'L'/'K' records, for the next member only. */
-  private next: { path?: string; linkpath?: string; size?: number } = {};
-  private links = new Map<string, string>();
-  private files = new Set<string>();
-  private summary: TarSummary = { files: 0, directories: 0, symlinks: 0, hardlinks: 0, bytes: 0, hasRoot: false };
+  private next: Pending = { kinds: new Set() };
+  private members = new TarMembers();
+  private count = 0;
+
+  /** `onMember` sees each member the checker accepted, in order (sdk dirs.ts compares them with node-tar's). */
+  constructor(private readonly onMember?: (m: TarMember) => void) {}
+
+  /**
+   * Where the body of the metadata record being read starts in the stream, or undefined when
+   * none is: the host holds those bytes back so that node-tar gets each record in one piece (it
+   * decodes every piece as UTF-8 on its own, which mangles a character cut in two).
+   */
+  get openMetaAt(): number | undefined {
+    return this.state === 'meta' ? this.metaStart : undefined;
+  }
 
   /** Checks the next bytes of the archive; throws on the first refused member or bad block. */
   push(chunk: Uint8Array): void {
@@ -146,8 +150,7 @@ export class TarChecker {
     while (at < chunk.length) {
       if (this.state === 'done') {
         for (let i = at; i < chunk.length; i++) {
-          if (chunk[i] !== 0)
-            throw new WarrenError('invalid_argument', `refused tar archive: data after its end-of-archive block (byte ${this.offset + i - at})`);
+          if (chunk[i] !== 0) throw refuseArchive(`data after its end-of-archive block (byte ${this.offset + i - at})`);
         }
         this.offset += chunk.length - at;
         return;
@@ -176,45 +179,73 @@ export class TarChecker {
     }
   }
 
-  /** After the last byte: the archive must not stop inside a member; every symlink is checked again. */
+  /** After the last byte: the archive must have ended with its end-of-archive block; every symlink is checked again. */
   end(): TarSummary {
-    if (this.state === 'body' || this.state === 'meta' || this.headerFill !== 0) {
-      throw new WarrenError('invalid_argument', `refused tar archive: it ends in the middle of a member (after ${this.offset} bytes)`);
+    if (this.state !== 'done') {
+      throw refuseArchive(
+        this.state === 'header' && this.headerFill === 0
+          ? `no end-of-archive block (after ${this.offset} bytes): cut short?`
+          : `it ends in the middle of a member (after ${this.offset} bytes)`,
+      );
     }
-    for (const [path, target] of this.links) {
-      const why = symlinkEscape(path, target, this.links);
-      if (why) throw refuse(path, `symlink: ${why}`);
-    }
-    return this.summary;
+    if (this.count === 0) throw refuseArchive('no member');
+    return this.members.end();
   }
 
   private onHeader(block: Buffer): void {
+    const at = this.offset - BLOCK;
     if (block.every((b) => b === 0)) {
+      if (this.next.kinds.size) throw refuseArchive(`metadata headers without their member before the end (byte ${at})`);
       this.state = 'done';
       return;
     }
-    if (!checksumOk(block)) throw new WarrenError('invalid_argument', `not a tar archive (bad header checksum at byte ${this.offset - BLOCK})`);
+    if (!checksumOk(block)) throw new WarrenError('invalid_argument', `not a tar archive (bad header checksum at byte ${at})`);
+    // node-tar sniffs the first bytes and would decompress these into another archive.
+    if (at === 0 && ((block[0] === 0x1f && block[1] === 0x8b) || block.subarray(0, 4).equals(ZSTD_MAGIC)))
+      throw refuseArchive('it looks compressed (gzip or zstd); send a plain tar stream');
+    const magic = block.subarray(257, 265).toString('latin1');
+    const posix = magic === POSIX_MAGIC;
+    if (!posix && magic !== GNU_MAGIC) throw refuseArchive(`a header that is neither POSIX ustar nor GNU at byte ${at}`);
+    // tarfile joins these bytes as a prefix whatever the magic; GNU tar and node-tar do not.
+    if (!posix && block.subarray(345, 500).some((b) => b !== 0)) throw refuseArchive(`a GNU header with data in its prefix field at byte ${at}`);
+    for (const [start, length] of NUMBERS) number(block, start, length);
+    const size = number(block, 124, 12);
     const type = String.fromCharCode(block[156] ?? 0);
-    const ustar = cstring(block, 257, 6) === 'ustar';
-    const prefix = ustar && block[263] === 0x30 ? cstring(block, 345, 155) : '';
-    const rawName = cstring(block, 0, 100);
-    const name = this.next.path ?? (prefix ? `${prefix}/${rawName}` : rawName);
-    const size = this.next.size ?? number(block, 124, 12);
-    const linkname = this.next.linkpath ?? cstring(block, 157, 100);
-    if (type === 'x' || type === 'g' || type === 'L' || type === 'K') {
-      if (size > MAX_META_BYTES) throw new WarrenError('invalid_argument', `refused tar archive: a ${size}-byte metadata record`);
-      this.metaKind = type;
-      this.metaSize = size;
-      this.meta = [];
-      this.remaining = padded(size);
-      this.state = this.remaining ? 'meta' : 'header';
-      if (!this.remaining) this.finishMeta();
+    const rawName = field(block, 0, 100, 'name field');
+    const rawLink = field(block, 157, 100, 'link name field');
+    const prefix = posix ? field(block, 345, 155, 'prefix field') : new Uint8Array(0);
+    if (META_TYPES.has(type)) {
+      if (rawName.length === 0 || rawLink.length !== 0) throw refuseArchive(`a metadata header without a name or with a link name at byte ${at}`);
+      this.startMeta(type, size, at);
       return;
     }
-    this.next = {};
-    this.member(type, name, linkname, size);
-    this.remaining = padded(size);
+    // Fields a pax record or GNU long name replaced are not read (and may hold a name cut mid-character).
+    const name = this.next.path ?? (prefix.length ? `${text(prefix, 'the prefix field')}/${text(rawName, 'the name field')}` : text(rawName, 'the name field'));
+    const linkname = this.next.linkpath ?? text(rawLink, 'the link name field');
+    const kind = TYPES[type];
+    if (!kind) throw refuseMember(name, `unsupported member type ${JSON.stringify(type)} (only files, directories, symlinks and hard links)`);
+    if (kind !== 'file' && size !== 0) throw refuseMember(name, `a ${MEMBER_WORDS[kind]} header with a size (${size})`);
+    const member: TarMember = { name, type: kind, linkname, size: this.next.size ?? size };
+    this.next = { kinds: new Set() };
+    this.members.add(member);
+    this.count++;
+    this.onMember?.(member);
+    this.remaining = kind === 'file' ? padded(member.size) : 0;
     this.state = this.remaining ? 'body' : 'header';
+  }
+
+  private startMeta(type: string, size: number, at: number): void {
+    if (type === 'g' && this.next.kinds.size) throw refuseArchive(`a global header between a member's metadata and the member (byte ${at})`);
+    if (type !== 'g' && this.next.kinds.has(type)) throw refuseArchive(`two ${JSON.stringify(type)} headers for one member (byte ${at})`);
+    if (size > MAX_META_BYTES) throw refuseArchive(`a ${size}-byte metadata record`);
+    if (type !== 'g') this.next.kinds.add(type);
+    this.metaKind = type;
+    this.metaSize = size;
+    this.metaStart = this.offset;
+    this.meta = [];
+    this.remaining = padded(size);
+    this.state = this.remaining ? 'meta' : 'header';
+    if (!this.remaining) this.finishMeta();
   }
 
   private finishMeta(): void {
@@ -222,78 +253,39 @@ export class TarChecker {
     const kind = this.metaKind;
     if (kind === 'L' || kind === 'K') {
       const end = data.indexOf(0);
-      const text = data.subarray(0, end < 0 ? data.length : end).toString('utf8');
-      if (kind === 'L') this.next.path = text;
-      else this.next.linkpath = text;
+      if (end === 0 || data.length === 0 || (end > 0 && data.subarray(end).some((b) => b !== 0)))
+        throw refuseArchive('a GNU long name that is empty or has bytes after its NUL');
+      const name = text(end < 0 ? data : data.subarray(0, end), 'a GNU long name');
+      this.setNext(kind === 'L' ? 'path' : 'linkpath', name);
       return;
     }
-    const records = paxRecords(data, kind === 'g' ? 'a global header' : 'an extended header');
+    const records = paxRecords(data);
     for (const key of records.keys()) {
-      if (key.startsWith('GNU.sparse.')) throw new WarrenError('invalid_argument', 'refused tar archive: sparse members are not supported');
+      if (key.startsWith('GNU.sparse.')) throw refuseArchive('sparse members are not supported');
+      // node-tar takes a pax type as the member's type; GNU tar and tarfile ignore it.
+      if (key === 'type') throw refuseArchive('a pax type record');
     }
     if (kind === 'g') {
-      // A global path would rename every member after it: nobody needs that here.
-      if (records.has('path') || records.has('linkpath'))
-        throw new WarrenError('invalid_argument', 'refused tar archive: a global header sets path or linkpath');
+      // A global path, link or size would change every member after it: nobody needs that here.
+      if (records.has('path') || records.has('linkpath') || records.has('size')) throw refuseArchive('a global header sets path, linkpath or size');
       return;
     }
-    const path = records.get('path');
-    const linkpath = records.get('linkpath');
-    const size = records.get('size');
-    if (path !== undefined) this.next.path = path;
-    if (linkpath !== undefined) this.next.linkpath = linkpath;
+    for (const key of ['path', 'linkpath'] as const) {
+      const value = records.get(key);
+      if (value === undefined) continue;
+      if (value.includes(0)) throw refuseArchive(`a NUL in a pax ${key}`);
+      this.setNext(key, text(value, `a pax ${key}`));
+    }
+    const size = records.get('size')?.toString('latin1');
     if (size !== undefined) {
-      if (!/^\d+$/.test(size)) throw new WarrenError('invalid_argument', `not a tar archive: bad pax size ${JSON.stringify(size)}`);
+      if (!/^[0-9]+$/.test(size) || !Number.isSafeInteger(Number(size))) throw refuseArchive(`a bad pax size ${JSON.stringify(size)}`);
       this.next.size = Number(size);
     }
   }
 
-  private member(type: string, name: string, linkname: string, size: number): void {
-    if (name === '') throw new WarrenError('invalid_argument', `refused tar archive: a member without a name at byte ${this.offset - BLOCK}`);
-    const parts = memberComponents(name);
-    const path = parts.join('/');
-    for (let i = 1; i < parts.length; i++) {
-      const dir = parts.slice(0, i).join('/');
-      if (this.links.has(dir)) throw refuse(name, `it would be written through the symlink ${JSON.stringify(dir)}`);
-    }
-    if (path !== '' && this.links.has(path)) throw refuse(name, `it would replace the symlink ${JSON.stringify(path)} of the same archive`);
-    if (path === '' && type !== '5') throw refuse(name, 'only a directory can stand for the destination itself');
-    switch (type) {
-      case '0':
-      case '\0':
-      case '7':
-        this.files.add(path);
-        this.summary.files++;
-        this.summary.bytes += size;
-        return;
-      case '5':
-        this.files.delete(path);
-        if (path === '') this.summary.hasRoot = true;
-        else this.summary.directories++;
-        return;
-      case '2': {
-        this.files.delete(path);
-        const why = symlinkEscape(path, linkname, this.links);
-        if (why) throw refuse(name, `symlink: ${why}`);
-        this.links.set(path, linkname);
-        this.summary.symlinks++;
-        return;
-      }
-      case '1': {
-        let target: string;
-        try {
-          target = memberComponents(linkname).join('/');
-        } catch {
-          throw refuse(name, `hard link to ${JSON.stringify(linkname)}, outside the destination`);
-        }
-        if (!this.files.has(target)) throw refuse(name, `hard link to ${JSON.stringify(linkname)}, which is not a regular file earlier in the archive`);
-        this.files.add(path);
-        this.summary.hardlinks++;
-        return;
-      }
-      default:
-        throw refuse(name, `unsupported member type ${JSON.stringify(type)} (only files, directories, symlinks and hard links)`);
-    }
+  private setNext(key: 'path' | 'linkpath', value: string): void {
+    if (this.next[key] !== undefined) throw refuseArchive(`a member given its ${key} twice (a GNU long name and a pax ${key})`);
+    this.next[key] = value;
   }
 }
 

@@ -1,18 +1,19 @@
 /**
  * The host side of directory transfers: packs a local directory into a tar stream
- * (tar-pack.ts), and extracts a downloaded one with node-tar. A download comes from inside a sandbox and is hostile: every
- * byte passes the same TarChecker the agent runs on uploads before node-tar sees it (strict,
- * owners never kept), the tree is extracted into a temporary directory beside the
- * destination and moved into place only when the whole archive checked out, and that
- * directory is removed on any failure. Nothing is written outside the named destination.
+ * (tar-pack.ts), and extracts a downloaded one. A download comes from inside a sandbox and is
+ * hostile: it is extracted by node-tar behind the same strict TarChecker the agent runs on
+ * uploads, with node-tar's own entries held to the same rules (tar-unpack.ts), into a temporary
+ * directory beside the destination; the tree written there is walked (tree-check.ts) and moved
+ * into place only when all of it checked out, and removed on any failure. Nothing is written
+ * outside the named destination.
  */
 import { lstatSync, mkdirSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
-import { Transform, type Readable } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import * as tar from 'tar';
+import type { Readable } from 'node:stream';
 import { packTree } from './tar-pack.js';
-import { TarChecker, WarrenError, checkDestination, placeDirectory, removeTree, type DirExistsPolicy } from '@warren/protocol';
+import { unpackChecked } from './tar-unpack.js';
+import { checkExtractedTree } from './tree-check.js';
+import { WarrenError, checkDestination, placeDirectory, removeTree, type DirExistsPolicy } from '@warren/protocol';
 
 /** Progress of a transfer so far; `files` counts members of any kind. */
 export interface DirProgress {
@@ -36,33 +37,6 @@ export function packDir(localDir: string, onProgress?: (p: DirProgress) => void)
   return stream;
 }
 
-/** Passes bytes on only after TarChecker accepted them; ends with its final symlink check. */
-function checked(onProgress?: (p: DirProgress) => void): Transform {
-  const checker = new TarChecker();
-  let bytes = 0;
-  return new Transform({
-    transform(chunk: Buffer, _encoding, done) {
-      try {
-        checker.push(chunk);
-      } catch (err) {
-        done(err as Error);
-        return;
-      }
-      bytes += chunk.length;
-      onProgress?.({ bytes, files: 0 });
-      done(null, chunk);
-    },
-    flush(done) {
-      try {
-        checker.end();
-        done();
-      } catch (err) {
-        done(err as Error);
-      }
-    },
-  });
-}
-
 /**
  * Extracts the tar `source` to `localDir` by `exists` (the same semantics as uploads:
  * DirExistsPolicy). File modes are kept less this process's umask, as tar does for a
@@ -75,16 +49,8 @@ export async function extractDir(source: Readable, localDir: string, exists: Dir
   checkDestination(dest, exists);
   const tmp = mkdtempSync(path.join(parent, '.warren-download-'));
   try {
-    let files = 0;
-    const progress = onProgress && ((p: DirProgress) => onProgress({ bytes: p.bytes, files }));
-    const unpack = tar.x({
-      cwd: tmp,
-      strict: true,
-      preservePaths: false,
-      preserveOwner: false,
-      onReadEntry: () => void files++,
-    });
-    await pipeline(source, checked(progress), unpack as unknown as NodeJS.WritableStream);
+    await unpackChecked(source, tmp, onProgress && ((bytes, files) => onProgress({ bytes, files })));
+    checkExtractedTree(tmp);
     const replaced = placeDirectory(tmp, dest, exists);
     if (replaced) removeTree(replaced);
   } catch (err) {

@@ -1,0 +1,172 @@
+/**
+ * The rules on the members of a tar archive, apart from how they are framed in bytes
+ * (tar-check.ts): what a member may be called, what it may be, where a link may lead. They run
+ * on the checker's own parse of the bytes, in front of every extractor, and on the host also on
+ * the entries node-tar itself reads (sdk dirs.ts), so that the decision rests on what the
+ * extractor writes, not only on a second parser's idea of it. The Python SDK enforces the same
+ * rules (packages/python/warren/dirs.py); docs/api.md, "Directories":
+ *
+ * - names are relative and plain: no absolute name, no `..`, `.` or empty component (a leading
+ *   `./` and a directory's trailing `/` aside);
+ * - nothing is written through or under a non-directory of the archive, nor replaces a member
+ *   (a directory may be repeated);
+ * - a symlink's target, resolved through the archive's other symlinks, stays inside: no
+ *   absolute target, no way up past the root (checked again at the end, against every
+ *   symlink, since a later one can change what an earlier target means);
+ * - a hard link names a regular file earlier in the archive;
+ * - only files carry data, only links carry a link name.
+ *
+ * Errors name the member, JSON-quoted so that control characters in a name arrive escaped.
+ */
+import { WarrenError } from './errors.js';
+
+/** Symlink hops while resolving a target, as the kernel's limit (ELOOP). */
+const MAX_HOPS = 40;
+
+export type TarMemberType = 'file' | 'directory' | 'symlink' | 'hardlink';
+
+/** One member as an extractor would write it: its name, what it is, its link name, its data size. */
+export interface TarMember {
+  name: string;
+  type: TarMemberType;
+  /** The target of a symlink or hard link; '' for anything else. */
+  linkname: string;
+  size: number;
+}
+
+/** How a member type reads in a message. */
+export const MEMBER_WORDS: Record<TarMemberType, string> = { file: 'file', directory: 'directory', symlink: 'symlink', hardlink: 'hard link' };
+
+export interface TarSummary {
+  files: number;
+  directories: number;
+  symlinks: number;
+  hardlinks: number;
+  /** Bytes of file contents. */
+  bytes: number;
+  /** The archive has an entry for its root (`.` or `./`): its mode and time apply to the destination. */
+  hasRoot: boolean;
+}
+
+/** Refusal of one member, naming it. */
+export function refuseMember(name: string, why: string): WarrenError {
+  return new WarrenError('invalid_argument', `refused tar member ${JSON.stringify(name)}: ${why}`, { details: { member: name } });
+}
+
+/**
+ * Components of a member name ([] for the root, `.` or `./`). Refuses empty, absolute and NUL
+ * names, `..`, `.` and empty components, and a trailing `/` unless `directory`.
+ */
+export function memberComponents(name: string, directory = false): string[] {
+  if (name === '') throw refuseMember(name, 'a member without a name');
+  if (name.includes('\0')) throw refuseMember(name, 'a name with a NUL byte');
+  if (name.startsWith('/')) throw refuseMember(name, 'absolute names are not allowed');
+  if (name === '.' || name === './') return [];
+  let rest = name.startsWith('./') ? name.slice(2) : name;
+  if (rest.endsWith('/')) {
+    if (!directory) throw refuseMember(name, "a name ending in '/' on a member that is not a directory");
+    rest = rest.slice(0, -1);
+  }
+  const parts = rest.split('/');
+  if (parts.includes('..')) throw refuseMember(name, "'..' components are not allowed");
+  if (parts.some((p) => p === '' || p === '.')) throw refuseMember(name, "empty or '.' components are not allowed");
+  return parts;
+}
+
+/**
+ * Where a symlink's target leads, resolved through the archive's symlinks: undefined when it
+ * stays inside the root, else why not. Dangling targets inside are fine.
+ */
+export function symlinkEscape(linkPath: string, target: string, links: ReadonlyMap<string, string>): string | undefined {
+  if (target === '') return 'empty symlink target';
+  if (target.startsWith('/')) return `points to the absolute path ${JSON.stringify(target)}`;
+  const stack = linkPath.split('/').slice(0, -1);
+  const queue = target.split('/');
+  let hops = 0;
+  while (queue.length) {
+    const c = queue.shift() as string;
+    if (c === '' || c === '.') continue;
+    if (c === '..') {
+      if (!stack.length) return `its target ${JSON.stringify(target)} leads outside the destination`;
+      stack.pop();
+      continue;
+    }
+    stack.push(c);
+    const next = links.get(stack.join('/'));
+    if (next === undefined) continue;
+    if (++hops > MAX_HOPS) return `its target ${JSON.stringify(target)} loops through symlinks`;
+    stack.pop();
+    if (next.startsWith('/')) return `its target ${JSON.stringify(target)} leads outside the destination`;
+    queue.unshift(...next.split('/'));
+  }
+  return undefined;
+}
+
+/** The member rules, fed one member at a time in archive order; throws on the first refused one. */
+export class TarMembers {
+  /** What each name (normalized) of the archive is. */
+  private kinds = new Map<string, TarMemberType>();
+  private links = new Map<string, string>();
+  private summary: TarSummary = { files: 0, directories: 0, symlinks: 0, hardlinks: 0, bytes: 0, hasRoot: false };
+
+  add(m: TarMember): void {
+    const { name, type } = m;
+    const parts = memberComponents(name, type === 'directory');
+    const path = parts.join('/');
+    for (let i = 1; i < parts.length; i++) {
+      const dir = parts.slice(0, i).join('/');
+      const kind = this.kinds.get(dir);
+      if (kind === 'symlink') throw refuseMember(name, `it would be written through the symlink ${JSON.stringify(dir)}`);
+      if (kind !== undefined && kind !== 'directory') throw refuseMember(name, `it would be written under the ${MEMBER_WORDS[kind]} ${JSON.stringify(dir)}`);
+    }
+    const before = this.kinds.get(path);
+    if (before === 'symlink') throw refuseMember(name, `it would replace the symlink ${JSON.stringify(path)} of the same archive`);
+    if (before !== undefined && !(before === 'directory' && type === 'directory'))
+      throw refuseMember(name, `it would replace the ${MEMBER_WORDS[before]} of the same name earlier in the archive`);
+    if (path === '' && type !== 'directory') throw refuseMember(name, 'only a directory can stand for the destination itself');
+    if (type !== 'file' && m.size !== 0) throw refuseMember(name, `a ${MEMBER_WORDS[type]} with ${m.size} bytes of data`);
+    if ((type === 'file' || type === 'directory') && m.linkname !== '') throw refuseMember(name, `a link name on a ${type}`);
+    if (type === 'symlink') {
+      const why = symlinkEscape(path, m.linkname, this.links);
+      if (why) throw refuseMember(name, `symlink: ${why}`);
+      this.links.set(path, m.linkname);
+    }
+    if (type === 'hardlink') this.checkHardLink(name, m.linkname);
+    this.kinds.set(path, type);
+    this.count(m, path === '');
+  }
+
+  /** After the last member: every symlink again, against all of them. */
+  end(): TarSummary {
+    for (const [path, target] of this.links) {
+      const why = symlinkEscape(path, target, this.links);
+      if (why) throw refuseMember(path, `symlink: ${why}`);
+    }
+    return this.summary;
+  }
+
+  /** A hard link to a symlink would copy its relative target to another place; to a directory, fail. */
+  private checkHardLink(name: string, linkname: string): void {
+    let target: string;
+    try {
+      target = memberComponents(linkname).join('/');
+    } catch {
+      throw refuseMember(name, `hard link to ${JSON.stringify(linkname)}, outside the destination or not a plain name`);
+    }
+    const kind = this.kinds.get(target);
+    if (kind !== 'file' && kind !== 'hardlink')
+      throw refuseMember(name, `hard link to ${JSON.stringify(linkname)}, which is not a regular file earlier in the archive`);
+  }
+
+  private count(m: TarMember, root: boolean): void {
+    const s = this.summary;
+    if (m.type === 'file') {
+      s.files++;
+      s.bytes += m.size;
+    } else if (m.type === 'directory') {
+      if (root) s.hasRoot = true;
+      else s.directories++;
+    } else if (m.type === 'symlink') s.symlinks++;
+    else s.hardlinks++;
+  }
+}
