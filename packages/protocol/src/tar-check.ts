@@ -31,8 +31,9 @@ const NUMBERS: Array<[number, number]> = [
   [108, 8],
   [116, 8],
   [124, 12],
-  [136, 12],
 ];
+/** mtime: GNU tar and tarfile write a time before 1970 as negative base-256 (first byte 0xff). */
+const MTIME: [number, number] = [136, 12];
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 /** An octal number field: digits between spaces, then at least one NUL or space (every reader stops there). */
 const OCTAL = /^ *([0-7]+)[ \0]+$/;
@@ -60,9 +61,13 @@ function field(block: Uint8Array, start: number, length: number, what: string): 
   return nul < 0 ? bytes : bytes.subarray(0, nul);
 }
 
-/** Octal digits between spaces, then at least one NUL or space; or base-256 with a first byte of 0x80. */
-function number(block: Uint8Array, start: number, length: number, octalOnly = false): number {
+/**
+ * Octal digits between spaces, then at least one NUL or space; or base-256 with a first byte of
+ * 0x80, or of 0xff (negative) where `negative` allows it; the value of a negative one is not needed.
+ */
+function number(block: Uint8Array, start: number, length: number, octalOnly = false, negative = false): number {
   const bytes = block.subarray(start, start + length);
+  if (negative && bytes[0] === 0xff) return -1;
   if (bytes[0] === 0x80 && !octalOnly) {
     let value = 0;
     for (const b of bytes.subarray(1)) value = value * 256 + b;
@@ -209,6 +214,7 @@ export class TarChecker {
     // tarfile joins these bytes as a prefix whatever the magic; GNU tar and node-tar do not.
     if (!posix && block.subarray(345, 500).some((b) => b !== 0)) throw refuseArchive(`a GNU header with data in its prefix field at byte ${at}`);
     for (const [start, length] of NUMBERS) number(block, start, length);
+    number(block, MTIME[0], MTIME[1], false, true);
     const size = number(block, 124, 12);
     const type = String.fromCharCode(block[156] ?? 0);
     const rawName = field(block, 0, 100, 'name field');
@@ -249,7 +255,11 @@ export class TarChecker {
   }
 
   private finishMeta(): void {
-    const data = Buffer.concat(this.meta).subarray(0, this.metaSize);
+    const whole = Buffer.concat(this.meta);
+    // GNU tar reads a long name up to a NUL in its whole last block, and tarfile reads pax
+    // records out of the padding: bytes there would name another member for them than for node-tar.
+    if (whole.subarray(this.metaSize).some((b) => b !== 0)) throw refuseArchive('bytes in the padding after a metadata record');
+    const data = whole.subarray(0, this.metaSize);
     const kind = this.metaKind;
     if (kind === 'L' || kind === 'K') {
       const end = data.indexOf(0);

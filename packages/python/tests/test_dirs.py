@@ -315,6 +315,8 @@ class StrictTar(unittest.TestCase):
     def test_archives_from_tarfile_and_gnu_tar_extract(self) -> None:
         made = {}
         trees = {True: self.source_tree(True), False: self.source_tree(False)}
+        # A file from before 1970: the gnu formats write its time as negative base-256.
+        os.utime(os.path.join(trees[True], "été.txt"), (-315619200, -315619200))
         # ustar holds no name over 255 bytes nor a link target over 100 (the short tree).
         for fmt, src in (("gnu", trees[True]), ("pax", trees[True]), ("ustar", trees[False])):
             made[f"GNU tar --format={fmt}"] = (subprocess.run(["tar", "-c", f"--format={fmt}", "-f", "-", "-C", src, "."], check=True, capture_output=True).stdout, src)

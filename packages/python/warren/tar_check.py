@@ -28,7 +28,9 @@ POSIX_MAGIC = b"ustar\x0000"
 GNU_MAGIC = b"ustar  \x00"
 META_TYPES = frozenset("xgLK")
 # Numeric fields every header must hold well formed (the checksum, octal only, apart).
-NUMBER_FIELDS = ((100, 8, "mode"), (108, 8, "uid"), (116, 8, "gid"), (124, 12, "size"), (136, 12, "mtime"))
+NUMBER_FIELDS = ((100, 8, "mode"), (108, 8, "uid"), (116, 8, "gid"), (124, 12, "size"))
+# GNU tar and tarfile write a time before 1970 as negative base-256 (first byte 0xff).
+MTIME_FIELD = (136, 12, "mtime")
 # tarfile reads these too (a malformed one ends its reading without a word); GNU tar leaves
 # them all NUL on anything but a device, so blank passes here.
 DEVICE_FIELDS = ((329, 8, "devmajor"), (337, 8, "devminor"))
@@ -48,10 +50,12 @@ class Member:
     size: int
 
 
-def _number(block: bytes, start: int, length: int, what: str, at: int, octal_only: bool = False, blank: bool = False) -> int:
+def _number(block: bytes, start: int, length: int, what: str, at: int, octal_only: bool = False, blank: bool = False, negative: bool = False) -> int:
     """Octal digits between spaces and then at least one NUL or space, or base-256 with a first
-    byte of 0x80 (never 0xff, negative)."""
+    byte of 0x80, or of 0xff (negative) where `negative` allows it (its value is not needed)."""
     field = block[start : start + length]
+    if negative and field[0] == 0xFF:
+        return -1
     if field[0] == 0x80 and not octal_only:
         value = int.from_bytes(field[1:], "big")
         if value >= MAX_NUMBER:
@@ -188,6 +192,7 @@ class TarChecker:
         if not posix and any(block[345:500]):
             raise refuse_archive(f"a GNU header with data in its prefix field at byte {at}")
         numbers = {what: _number(block, start, length, what, at) for start, length, what in NUMBER_FIELDS}
+        _number(block, *MTIME_FIELD, at, negative=True)
         for start, length, what in DEVICE_FIELDS:
             _number(block, start, length, what, at, blank=True)
         size, kind = numbers["size"], chr(block[156])

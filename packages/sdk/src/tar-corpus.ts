@@ -201,6 +201,9 @@ export function craftedCases(): Case[] {
   accept('pax records then NULs', tar(pax([paxRecord('path', 'padded'), Buffer.alloc(20)]), F('x')));
   refuse('a GNU long name and a pax path', tar(gnuLong('L', 'one'), pax([['path', 'two']]), F('x')));
   refuse('a pax path then a GNU long name', tar(pax([['path', 'two']]), gnuLong('L', 'one'), F('x')));
+  const paddedName = gnuLong('L', 'l', false);
+  paddedName.write('ong', BLOCK + 1, 'latin1'); // GNU tar reads 'long' from the padding; node-tar 'l'
+  refuse('a GNU long name with bytes in its padding', tar(paddedName, F('x')));
   refuse('two GNU long names', tar(gnuLong('L', 'one'), gnuLong('L', 'two'), F('x')));
   refuse('a GNU long name before the end', tar(gnuLong('L', 'one')));
   refuse('a global header between a pax header and its member', tar(pax([['path', 'a']]), pax([['comment', 'x']], 'g'), F('x')));
@@ -232,6 +235,8 @@ export function craftedCases(): Case[] {
       Buffer.alloc(BLOCK - 3),
     ),
   );
+  // What GNU tar and tarfile write for a file older than 1970: it must not make a download fail.
+  accept('a negative base-256 mtime', tar(header({ name: 'old', raw: [[136, Buffer.from([0xff, ...Array(10).fill(0xff), 0x38])]] }), Buffer.alloc(0)));
   accept('a size between spaces', tar(header({ name: 'sp', raw: [[124, '    1000 \0\0\0']] }), Buffer.alloc(BLOCK)));
   refuse('a name that is not UTF-8', tar(member({ name: Buffer.from([0x61, 0xff]) }, 'x')));
   refuse('bytes that look like gzip', tar(header({ name: Buffer.from([0x1f, 0x8b, 0x61]), type: 'x' }), F('x')));
