@@ -1,6 +1,7 @@
 /**
  * TCP forwards (api.md, "TCP forwards"): a listener on the host's loopback reaching a port
- * inside a sandbox, through the SDK, the HTTP API and the CLI, against a real daemon.
+ * inside a sandbox, through the SDK, the HTTP API and the CLI, against a real daemon. And
+ * port URLs' other promise: no credential a client sends warren reaches the app.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -176,4 +177,74 @@ test('a fork of a fork serves new connections through its forwards while old one
     for (const s of held) s.destroy();
     for (const f of forks) await f.kill();
   }
+});
+
+/** Answers any request, an upgrade too, with its head as received, then closes. */
+const HEAD_ECHO = `python3 -c '
+import socketserver
+class H(socketserver.StreamRequestHandler):
+    def handle(self):
+        head = b""
+        while not head.endswith(b"\\r\\n\\r\\n"):
+            line = self.rfile.readline()
+            if not line: return
+            head += line
+        self.wfile.write(b"HTTP/1.1 200 OK\\r\\nContent-Length: %d\\r\\nConnection: close\\r\\n\\r\\n" % len(head) + head)
+class S(socketserver.ThreadingTCPServer):
+    allow_reuse_address = True
+S(("127.0.0.1", 7100), H).serve_forever()'`;
+
+/** One raw request to the daemon for a port host name; resolves with all that came back. */
+function rawPortRequest(host: string, headers: Record<string, string>, upgrade: boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const lines = [`GET /x HTTP/1.1`, `Host: ${host}`, ...(upgrade ? ['Upgrade: websocket', 'Connection: Upgrade'] : ['Connection: close'])];
+    for (const [name, value] of Object.entries(headers)) lines.push(`${name}: ${value}`);
+    const s = net.connect(Number(new URL(d!.url).port), '127.0.0.1', () => s.write(`${lines.join('\r\n')}\r\n\r\n`));
+    let got = '';
+    s.setEncoding('latin1');
+    s.setTimeout(15_000, () => s.destroy(new Error(`no answer through ${host}, got: ${got}`)));
+    s.on('data', (chunk: string) => (got += chunk));
+    s.on('error', reject);
+    s.on('close', () => resolve(got));
+  });
+}
+
+test('port URLs: no credential warren reads reaches the app, over HTTP or an upgrade; the app’s own cookies and headers do', async () => {
+  await sbx.exec(HEAD_ECHO, { background: true });
+  const { token } = await sbx.createToken({ scopes: ['exec'], ttlSeconds: 600 });
+  const secrets = [d!.apiKey, token, 'csrf-secret-1', 'session-secret-2', 'port-token-secret-3'];
+  const host = `7100-${sbx.id}.localhost:${new URL(d!.url).port}`;
+  // Every credential header warren reads at once: the port URL is opened by the first one it
+  // checks (E2B's traffic token), and the others must be stripped all the same.
+  const sent = {
+    'E2B-Traffic-Access-Token': token,
+    Authorization: `Bearer ${d!.apiKey}`,
+    'X-Api-Key': d!.apiKey,
+    'X-Access-Token': token,
+    'X-Warren-CSRF': 'csrf-secret-1',
+    Cookie: 'app=1; warren_session=session-secret-2; warren_port_token=port-token-secret-3; theme=dark',
+    'Sec-WebSocket-Protocol': `chat, warren.bearer.${d!.apiKey}`,
+    'X-App': 'mine',
+  };
+  const plain = await eventually(
+    async () => {
+      const r = await rawPortRequest(host, sent, false);
+      return r.startsWith('HTTP/1.1 200') ? r : undefined;
+    },
+    20_000,
+    'the head echo server answers through the port URL',
+  );
+  const upgraded = await rawPortRequest(host, sent, true);
+  assert.match(upgraded, /^HTTP\/1\.1 200/, upgraded);
+  for (const [how, answer] of [
+    ['HTTP', plain],
+    ['upgrade', upgraded],
+  ] as const) {
+    const head = answer.slice(answer.indexOf('\r\n\r\n') + 4).toLowerCase();
+    for (const secret of secrets) assert.ok(!head.includes(secret.toLowerCase()), `${how}: a secret reached the app:\n${head}`);
+    assert.doesNotMatch(head, /authorization|x-api-key|x-access-token|e2b-traffic|x-warren-csrf|warren_session|warren_port_token|warren\.bearer/, how);
+    assert.match(head, /^cookie: app=1; theme=dark\r$/m, how);
+    assert.match(head, /^x-app: mine\r$/m, how);
+  }
+  assert.match(upgraded.toLowerCase(), /^sec-websocket-protocol: chat\r$/m);
 });

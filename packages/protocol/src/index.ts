@@ -15,3 +15,4 @@ export * from './databases.js';
 export * from './keys.js';
 export { ndjson } from './ndjson.js';
 export * from './ui.js';
+export * from './credentials.js';

@@ -5,7 +5,7 @@
  * databases: another key's is answered exactly as one that does not exist (404).
  */
 import type { Context, MiddlewareHandler } from 'hono';
-import { WarrenError, type Scope } from '@warren/protocol';
+import { CREDENTIAL_HEADER, WarrenError, type Scope } from '@warren/protocol';
 import type { IncomingMessage } from 'node:http';
 import type { AuthFailureLimiter } from '../keys/auth-failures.js';
 import type { QuotaGate } from '../keys/quotas.js';
@@ -121,7 +121,7 @@ export function bearerKey(headers: { authorization?: string | undefined; 'x-api-
 }
 
 export function requestApiKey(c: Context): string {
-  return bearerKey({ authorization: c.req.header('authorization'), 'x-api-key': c.req.header('x-api-key') });
+  return bearerKey({ authorization: c.req.header(CREDENTIAL_HEADER.authorization), 'x-api-key': c.req.header(CREDENTIAL_HEADER.apiKey) });
 }
 
 const SAFE_METHODS = new Set(['GET', 'HEAD', 'OPTIONS']);

@@ -9,15 +9,16 @@
  * Sessions live in the daemon's memory: a restart logs every browser out.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
+import { CREDENTIAL_COOKIE, CREDENTIAL_HEADER } from '@warren/protocol';
 
 /** How long a login link works, and only once. */
 const LOGIN_TOKEN_TTL_MS = 60_000;
 /** How long a session lasts after its last request. */
 export const SESSION_IDLE_MS = 12 * 3_600_000;
 /** The cookie the session lives in (host-only: port URLs, on other hosts, never see it). */
-export const SESSION_COOKIE = 'warren_session';
+export const SESSION_COOKIE = CREDENTIAL_COOKIE.session;
 /** The header that carries the session's CSRF token on calls that change something. */
-export const CSRF_HEADER = 'x-warren-csrf';
+export const CSRF_HEADER = CREDENTIAL_HEADER.csrf;
 /** Most sessions and unredeemed login tokens kept; the oldest go first. */
 const MAX_ENTRIES = 10_000;
 

@@ -1,6 +1,10 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { PortHosts } from './ports.js';
+import http from 'node:http';
+import net, { type AddressInfo } from 'node:net';
+import type { Duplex } from 'node:stream';
+import { CREDENTIAL_HEADERS } from '@warren/protocol';
+import { PortHosts, forwardHttp, forwardUpgrade } from './ports.js';
 
 test('port URLs: localhost by default; under a configured domain with its scheme; other hosts are not port URLs', () => {
   const local = new PortHosts();
@@ -22,3 +26,69 @@ test('port URLs: localhost by default; under a configured domain with its scheme
     assert.equal(remote.parse(host), undefined, String(host));
   }
 });
+
+/** A loopback server that answers every request with the headers it got, as JSON. */
+async function headerEcho(): Promise<{ port: number; close(): void }> {
+  const server = http.createServer((req, res) => res.end(JSON.stringify(req.headers)));
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return { port: (server.address() as AddressInfo).port, close: () => server.close() };
+}
+
+const SENT: Record<string, string> = {
+  authorization: 'Bearer wk_secret',
+  'x-api-key': 'wk_secret',
+  'x-access-token': 'wt_secret',
+  'e2b-traffic-access-token': 'wt_secret',
+  'x-warren-csrf': 'csrf_secret',
+  cookie: 'app=1; warren_session=s1; warren_port_token=t1; theme=dark',
+  'x-app': 'mine',
+};
+
+test('forwardHttp: no credential warren reads reaches the app; its own headers and cookies do', async () => {
+  const echo = await headerEcho();
+  try {
+    const conn = net.connect(echo.port, '127.0.0.1');
+    const res = await forwardHttp(conn, new Request('http://3000-sb-abc.localhost/', { headers: SENT }), '/');
+    const seen = (await res.json()) as Record<string, string>;
+    for (const name of CREDENTIAL_HEADERS) assert.equal(seen[name], undefined, name);
+    assert.equal(seen.cookie, 'app=1; theme=dark');
+    assert.equal(seen['x-app'], 'mine');
+  } finally {
+    echo.close();
+  }
+});
+
+test('forwardUpgrade: the same for a WebSocket upgrade, and a terminal bearer subprotocol is taken out', async () => {
+  let head = '';
+  const upstream = net.createServer((s) => s.on('data', (b: Buffer) => (head += b.toString('latin1'))));
+  await new Promise<void>((r) => upstream.listen(0, '127.0.0.1', r));
+  const front = http.createServer();
+  front.on('upgrade', (req: http.IncomingMessage, socket: Duplex, rest: Buffer) => {
+    forwardUpgrade(net.connect((upstream.address() as AddressInfo).port, '127.0.0.1'), req, socket, rest, '/ws');
+  });
+  await new Promise<void>((r) => front.listen(0, '127.0.0.1', r));
+  const client = net.connect((front.address() as AddressInfo).port, '127.0.0.1');
+  try {
+    const lines = Object.entries({ ...SENT, 'sec-websocket-protocol': 'chat, warren.bearer.wk_secret' }).map(([k, v]) => `${k}: ${v}`);
+    client.write(`GET /ws HTTP/1.1\r\nHost: 3000-sb-abc.localhost\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n${lines.join('\r\n')}\r\n\r\n`);
+    const got = await eventuallyText(() => (head.includes('\r\n\r\n') ? head.toLowerCase() : undefined));
+    assert.doesNotMatch(got, /secret|warren_session|warren_port_token|warren\.bearer/);
+    assert.match(got, /^cookie: app=1; theme=dark$/m);
+    assert.match(got, /^sec-websocket-protocol: chat$/m);
+    assert.match(got, /^x-app: mine$/m);
+    assert.match(got, /^upgrade: websocket$/m);
+  } finally {
+    client.destroy();
+    front.close();
+    upstream.close();
+  }
+});
+
+async function eventuallyText(read: () => string | undefined): Promise<string> {
+  for (let i = 0; i < 200; i++) {
+    const v = read();
+    if (v !== undefined) return v;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error('the upstream received no request head in 2 s');
+}

@@ -17,11 +17,9 @@ import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { Readable, type Duplex } from 'node:stream';
-import { WarrenError } from '@warren/protocol';
+import { CREDENTIAL_COOKIES, CREDENTIAL_HEADERS, PORT_TOKEN_PARAM, TERMINAL_BEARER_SUBPROTOCOL_PREFIX, WarrenError } from '@warren/protocol';
 import { HOP_BY_HOP_HEADERS, rawHeaderPairs } from './headers.js';
 
-export const PORT_TOKEN_PARAM = 'warren_token';
-export const PORT_TOKEN_COOKIE = 'warren_port_token';
 /** The default port domain: browsers resolve every name under it to loopback. */
 export const LOCAL_PORT_DOMAIN = 'localhost';
 
@@ -92,27 +90,26 @@ export class PortTokens {
   }
 }
 
+/**
+ * Headers the app never gets: warren's credentials (protocol/credentials.ts), every one it
+ * reads, whichever the request was authorized with, and the proxy's. The app is code the
+ * sandbox runs: a key a client sent to warren must not reach it.
+ */
+const CREDENTIALS = new Set([...CREDENTIAL_HEADERS, 'proxy-authorization']);
 /** Headers that describe one hop, not the request (RFC 9110 7.6.1). */
 const HOP_BY_HOP = new Set(HOP_BY_HOP_HEADERS);
-
-/** The header E2B's SDKs carry a sandbox's traffic token in (docs/e2b.md); warren's, like Authorization. */
-export const E2B_TRAFFIC_TOKEN_HEADER = 'e2b-traffic-access-token';
+const CREDENTIAL_COOKIE_NAMES = new Set(CREDENTIAL_COOKIES);
 
 /**
  * Sends one HTTP request over `conn` (a connection to the port inside the sandbox) and
- * returns its response, streamed. The Authorization header, E2B's traffic token and the
- * token cookie stay out: they belong to warren, not to the app.
+ * returns its response, streamed. Warren's credentials stay out (see CREDENTIALS).
  */
 export function forwardHttp(conn: Duplex, request: Request, path: string): Promise<Response> {
   const headers: Record<string, string> = {};
   request.headers.forEach((value, name) => {
-    if (HOP_BY_HOP.has(name) || name === 'authorization' || name === E2B_TRAFFIC_TOKEN_HEADER) return;
-    if (name === 'cookie') {
-      const rest = withoutTokenCookie(value);
-      if (rest) headers.cookie = rest;
-      return;
-    }
-    headers[name] = value;
+    if (HOP_BY_HOP.has(name)) return;
+    const kept = forAppOnly(name, value);
+    if (kept !== undefined) headers[name] = kept;
   });
   return new Promise((resolve, reject) => {
     const upstream = http.request({ method: request.method, path, headers, createConnection: () => conn as never });
@@ -142,14 +139,8 @@ export function forwardHttp(conn: Duplex, request: Request, path: string): Promi
 export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: Duplex, head: Buffer, path: string): void {
   const lines = [`${req.method} ${path} HTTP/1.1`];
   for (const [name, value] of rawHeaderPairs(req.rawHeaders)) {
-    const lower = name.toLowerCase();
-    if (lower === 'authorization' || lower === 'proxy-authorization' || lower === E2B_TRAFFIC_TOKEN_HEADER) continue;
-    if (lower === 'cookie') {
-      const rest = withoutTokenCookie(value);
-      if (rest) lines.push(`cookie: ${rest}`);
-      continue;
-    }
-    lines.push(`${name}: ${value}`);
+    const kept = forAppOnly(name.toLowerCase(), value);
+    if (kept !== undefined) lines.push(`${name}: ${kept}`);
   }
   conn.write(`${lines.join('\r\n')}\r\n\r\n`);
   if (head.length) conn.write(head);
@@ -159,13 +150,36 @@ export function forwardUpgrade(conn: Duplex, req: http.IncomingMessage, client: 
   client.pipe(conn);
 }
 
-/** A Cookie header without warren's token cookie ('' when nothing else is left). */
-function withoutTokenCookie(value: string): string {
+/**
+ * What of a request header (its name in lower case) the app may see: nothing of a credential
+ * header, a Cookie or Sec-WebSocket-Protocol without warren's entries (undefined when none is
+ * left), any other header as it came.
+ */
+function forAppOnly(name: string, value: string): string | undefined {
+  if (CREDENTIALS.has(name)) return undefined;
+  const rest = name === 'cookie' ? withoutCredentialCookies(value) : name === 'sec-websocket-protocol' ? withoutBearerProtocols(value) : value;
+  return rest === '' && value !== '' ? undefined : rest;
+}
+
+/**
+ * A Cookie header without warren's cookies ('' when nothing else is left). Names are read as
+ * the daemon reads them (trimmed, up to the first '='), so no spelling slips one through.
+ */
+function withoutCredentialCookies(value: string): string {
   return value
     .split(';')
     .map((c) => c.trim())
-    .filter((c) => c && !c.startsWith(`${PORT_TOKEN_COOKIE}=`))
+    .filter((c) => c && !CREDENTIAL_COOKIE_NAMES.has(c.split('=', 1)[0]!.trim()))
     .join('; ');
+}
+
+/** The offered subprotocols without a terminal's bearer token (a browser's way to send one). */
+function withoutBearerProtocols(value: string): string {
+  return value
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p && !p.startsWith(TERMINAL_BEARER_SUBPROTOCOL_PREFIX))
+    .join(', ');
 }
 
 /** The request path with the token parameter taken out. */

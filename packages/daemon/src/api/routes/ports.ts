@@ -6,19 +6,19 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { MiddlewareHandler } from 'hono';
 import { Hono } from 'hono';
-import { PortUrlRequest, PortForwardRequest, WarrenError, type PortUrl, type PortForwardList } from '@warren/protocol';
+import {
+  CREDENTIAL_COOKIE,
+  CREDENTIAL_HEADER,
+  PORT_TOKEN_PARAM,
+  PortUrlRequest,
+  PortForwardRequest,
+  WarrenError,
+  type PortUrl,
+  type PortForwardList,
+} from '@warren/protocol';
 import type { TcpForwards } from '../../network/tcp-forwards.js';
 import type { SandboxService } from '../../core/sandboxes.js';
-import {
-  E2B_TRAFFIC_TOKEN_HEADER,
-  forwardHttp,
-  forwardUpgrade,
-  pathWithoutToken,
-  type PortHosts,
-  PORT_TOKEN_COOKIE,
-  PORT_TOKEN_PARAM,
-  type PortTokens,
-} from '../../network/ports.js';
+import { forwardHttp, forwardUpgrade, pathWithoutToken, type PortHosts, type PortTokens } from '../../network/ports.js';
 import { authorizeSandboxCall, bearerKey, requestAddress, sourceAddress, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
@@ -34,6 +34,7 @@ export interface PortDeps {
 }
 
 const headerText = (v: string | string[] | undefined) => (Array.isArray(v) ? v[0] : v);
+const PORT_TOKEN_COOKIE = CREDENTIAL_COOKIE.portToken;
 
 /**
  * Who may use a port URL: an API key, a token for this sandbox and port (in the URL or its
@@ -79,7 +80,11 @@ export function portForwarding(deps: PortDeps): MiddlewareHandler<AuthVars> {
     const url = new URL(c.req.url);
     const token = authorize(
       deps,
-      { authorization: c.req.header('authorization'), cookie: c.req.header('cookie'), traffic: c.req.header(E2B_TRAFFIC_TOKEN_HEADER) },
+      {
+        authorization: c.req.header(CREDENTIAL_HEADER.authorization),
+        cookie: c.req.header('cookie'),
+        traffic: c.req.header(CREDENTIAL_HEADER.trafficAccessToken),
+      },
       requestAddress(c),
       url,
       target.sandboxId,
@@ -110,7 +115,7 @@ export function portUpgrade(deps: PortDeps, log: { warn(o: object, msg: string):
       try {
         authorize(
           deps,
-          { authorization: req.headers.authorization, cookie: req.headers.cookie, traffic: headerText(req.headers[E2B_TRAFFIC_TOKEN_HEADER]) },
+          { authorization: req.headers.authorization, cookie: req.headers.cookie, traffic: headerText(req.headers[CREDENTIAL_HEADER.trafficAccessToken]) },
           sourceAddress(req.socket),
           url,
           target.sandboxId,

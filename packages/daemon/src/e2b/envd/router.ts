@@ -9,7 +9,7 @@ import { createConnectRouter } from '@connectrpc/connect';
 import { createFetchHandler } from '@connectrpc/connect/protocol';
 import { Hono, type Context } from 'hono';
 import type { Logger } from 'pino';
-import { SANDBOX_TOKEN_SCOPE_OF, WarrenError, type Scope } from '@warren/protocol';
+import { CREDENTIAL_HEADER, SANDBOX_TOKEN_SCOPE_OF, WarrenError, type Scope } from '@warren/protocol';
 import { Filesystem, Process } from '@warren/protocol/e2b';
 import { authorizeSandboxCall, requestAddress, type Access } from '../../api/auth.js';
 import { requestBodyLimit } from '../../api/body-limit.js';
@@ -65,7 +65,7 @@ export function envdApp(deps: EnvdDeps): Hono {
 
   const authorize = (c: Context, rest: string) => {
     // The credential first: a call without one learns nothing, not even what else it lacks.
-    const token = c.req.header('x-access-token');
+    const token = c.req.header(CREDENTIAL_HEADER.envdAccessToken);
     if (!token) throw new WarrenError('unauthenticated', `missing X-Access-Token: the sandbox's envdAccessToken from create or connect`);
     const sandboxId = c.req.header(SANDBOX_ID_HEADER);
     if (!sandboxId) throw new WarrenError('invalid_argument', 'missing E2b-Sandbox-Id header: which sandbox is this call for?');
