@@ -1,6 +1,7 @@
 /**
  * Plain TCP egress for ordinary clients (TCP forwarders, docs/network.md) against real
- * sandboxes, and proof that the daemon resolves no name the policy refuses.
+ * sandboxes, and proof that the daemon resolves no name the policy refuses; and TLS hellos
+ * with Encrypted Client Hello, refused on a name's tunnel unless an ech: rule allows them.
  *
  * The daemon resolves egress names only through a recording DNS server this test runs on
  * 127.0.0.1 (WARREN_EGRESS_DNS_SERVER), which answers 127.0.0.1 for NAME. The upstream is a
@@ -29,6 +30,11 @@ let port = 0;
 let otherPort = 0;
 let banner: net.Server;
 let bannerPort = 0;
+/** A front end's name (ECH's outer name): its server counts the bytes it receives. */
+const FRONT = 'front.warren.test';
+let front: net.Server;
+let frontPort = 0;
+let frontReceived = 0;
 
 /** Speaks first (`ready`), then answers each line with `echo LINE`. */
 function lineServer(): net.Server {
@@ -52,7 +58,15 @@ async function listen(server: net.Server): Promise<number> {
 }
 
 before(async () => {
-  dns = await startDnsRecorder({ [NAME]: '127.0.0.1', [BANNER]: '127.0.0.1' });
+  dns = await startDnsRecorder({ [NAME]: '127.0.0.1', [BANNER]: '127.0.0.1', [FRONT]: '127.0.0.1' });
+  front = net.createServer((sock) => {
+    sock.on('data', (b: Buffer) => {
+      frontReceived += b.length;
+      sock.end();
+    });
+    sock.on('error', () => sock.destroy());
+  });
+  frontPort = await listen(front);
   banner = net.createServer((sock) => sock.end(BANNER_TEXT));
   bannerPort = await listen(banner);
   lines = lineServer();
@@ -66,6 +80,7 @@ after(async () => {
   lines?.close();
   other?.close();
   banner?.close();
+  front?.close();
   await dns?.close();
   await stopAndCheckClean(d);
 });
@@ -286,6 +301,68 @@ test('forwarders work in forks and after hibernate and resume', T, async () => {
     const closed = await pyConnect(sbx, '127.77.0.1', port);
     assert.notEqual(closed.code, 0);
     assert.match(closed.err, /refused/i);
+  } finally {
+    await sbx.kill();
+  }
+});
+
+/** A ClientHello naming `name` in SNI, with an Encrypted Client Hello extension (opaque to the proxy, as a real one is). */
+function echClientHello(name: string): Buffer {
+  const u16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+  const sni = Buffer.concat([u16(name.length + 3), Buffer.from([0]), u16(name.length), Buffer.from(name)]);
+  const extensions = Buffer.concat([u16(0), u16(sni.length), sni, u16(0xfe0d), u16(64), Buffer.alloc(64, 0xab)]);
+  const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32, 7), Buffer.from([0, 0, 2, 0x13, 0x01, 1, 0]), u16(extensions.length), extensions]);
+  const handshake = Buffer.concat([Buffer.from([1, 0]), u16(body.length), body]);
+  return Buffer.concat([Buffer.from([0x16, 3, 1]), u16(handshake.length), handshake]);
+}
+
+/** From inside: CONNECT through the proxy variables' proxy, send the hello, wait for the close. */
+const PY_HELLO = `
+import socket, sys
+s = socket.create_connection(('127.0.0.1', 3128), timeout=15)
+s.sendall(('CONNECT %s:%s HTTP/1.1\\r\\nHost: %s:%s\\r\\n\\r\\n' % (sys.argv[1], sys.argv[2], sys.argv[1], sys.argv[2])).encode())
+head = b''
+while b'\\r\\n\\r\\n' not in head:
+    chunk = s.recv(4096)
+    if not chunk: break
+    head += chunk
+print(head.split(b'\\r\\n')[0].decode())
+s.sendall(bytes.fromhex(sys.argv[3]))
+try:
+    while s.recv(4096): pass
+except ConnectionResetError:
+    pass
+print('closed')
+`;
+
+test('a ClientHello with Encrypted Client Hello to an allowed name is refused before a byte goes upstream, unless an ech: rule allows it', T, async () => {
+  const allow = [`${FRONT}:${frontPort}`, `127.0.0.1:${frontPort}`];
+  const sbx = await d!.create({ network: { allow } });
+  try {
+    const hello = echClientHello(FRONT).toString('hex');
+    const refused = await sbx.exec(['python3', '-c', PY_HELLO, FRONT, String(frontPort), hello], { user: 'root' });
+    assert.equal(refused.exitCode, 0, refused.stderr);
+    assert.match(refused.stdout, / 200 /);
+    const denied = await eventually(
+      async () => (await sbx.egressLog()).find((e) => e.host === FRONT && e.decision === 'denied'),
+      10_000,
+      'the ECH refusal in the egress log',
+    );
+    assert.match(denied.reason ?? '', /Encrypted Client Hello \(extension 0xfe0d\).*an ech: rule for front\.warren\.test allows it/);
+    assert.equal(denied.bytesUp, 0);
+    assert.equal(frontReceived, 0, 'the front end received a byte');
+
+    // An ech: rule opens it: the hello reaches the front end.
+    await sbx.setNetwork({ allow: [`ech:${FRONT}:${frontPort}`, `127.0.0.1:${frontPort}`] });
+    const passed = await sbx.exec(['python3', '-c', PY_HELLO, FRONT, String(frontPort), hello], { user: 'root' });
+    assert.equal(passed.exitCode, 0, passed.stderr);
+    await eventually(() => frontReceived > 0 || undefined, 10_000, 'the hello at the front end');
+    const allowed = await eventually(
+      async () => (await sbx.egressLog()).find((e) => e.host === FRONT && e.decision === 'allowed'),
+      10_000,
+      'the allowed tunnel in the egress log',
+    );
+    assert.match(allowed.reason ?? '', /allowed by an ech: rule/);
   } finally {
     await sbx.kill();
   }

@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { WarrenError } from '@warren/protocol';
-import { allowsAddress, allowsName, parsePolicy, policyRules, type EgressPolicy } from './policy.js';
+import { allowsAddress, allowsEch, allowsName, parsePolicy, policyRules, type EgressPolicy } from './policy.js';
 
 function rejects(rule: string, why: RegExp): void {
   assert.throws(
@@ -274,4 +274,21 @@ test('a narrow IP rule opens a local address on purpose; a broad one does not', 
   assert.equal(addr(all, '127.0.0.1', 80, local), false);
   // A name rule never opens a local address (DNS rebinding).
   assert.equal(addr(parsePolicy(['rebind.example.com']), '127.0.0.1', 443, local), false);
+});
+
+test('ech: rules allow their name like any name rule, and Encrypted Client Hello to it; no other rule does', () => {
+  const p = parsePolicy(['ech:Front.Example.com:443', 'ech:*.cdn.example.net', 'plain.example.com:443', '203.0.113.7']);
+  assert.deepEqual(policyRules(p), ['ech:front.example.com:443', 'ech:*.cdn.example.net', 'plain.example.com:443', '203.0.113.7']);
+  assert.equal(name(p, 'front.example.com', 443), true);
+  assert.equal(allowsEch(p, 'front.example.com', 443), true);
+  assert.equal(allowsEch(p, 'FRONT.example.com.', 443), true);
+  assert.equal(allowsEch(p, 'front.example.com', 8443), false);
+  assert.equal(allowsEch(p, 'a.cdn.example.net', 8443), true);
+  assert.equal(allowsEch(p, 'cdn.example.net', 443), false);
+  assert.equal(allowsEch(p, 'plain.example.com', 443), false);
+  assert.equal(allowsEch(p, '203.0.113.7', 443), false);
+  rejects('ech:203.0.113.7:443', /ech: goes before a host name/);
+  rejects('ech:db:app', /ech: goes before a host name/);
+  rejects('ech:ech:a.example.com', /ech: goes before a host name/);
+  rejects('ech:', /empty/);
 });

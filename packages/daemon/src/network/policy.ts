@@ -12,6 +12,9 @@
  *   [2001:db8::1][:PORT]       one IPv6 address, in brackets (stored as a /128)
  *   [2001:db8::/32][:PORT]     an IPv6 network, in brackets
  *   db:NAME                    the database NAME (database-rules.ts), as NAME.db.warren:5432
+ *   ech:NAME[:PORT]            a name rule (example.com or *.example.com) that also lets a TLS
+ *                              client use Encrypted Client Hello to it (the proxy refuses ECH
+ *                              otherwise: it hides the name a front end routes to; proxy.ts)
  * No port means any port. Names are lower-cased, a trailing dot is dropped, non-ASCII names
  * are converted to punycode. An empty list denies everything.
  *
@@ -47,7 +50,11 @@ interface EgressRule {
   prefix?: number;
   /** Absent: any port. */
   port?: number;
+  /** An `ech:` rule: TLS to what it allows may use Encrypted Client Hello. */
+  ech?: true;
 }
+
+const ECH_RULE_PREFIX = 'ech:';
 
 /** Headers the proxy adds for one host (network/credentials.ts parses and checks them). */
 export interface Credential {
@@ -108,6 +115,13 @@ function parseRule(input: unknown): EgressRule {
   if (text === '') throw new RuleError('it is empty');
   if (/\s/.test(text)) throw new RuleError('it contains whitespace');
 
+  if (text.startsWith(ECH_RULE_PREFIX)) {
+    const inner = parseRule(text.slice(ECH_RULE_PREFIX.length));
+    if ((inner.kind !== 'domain' && inner.kind !== 'suffix') || inner.ech) {
+      throw new RuleError('ech: goes before a host name, as in ech:example.com:443 (ECH hides a name; an IP rule has none to check)');
+    }
+    return { ...inner, ech: true, raw: `${ECH_RULE_PREFIX}${inner.raw}` };
+  }
   if (text.startsWith(DATABASE_RULE_PREFIX)) {
     const name = text.slice(DATABASE_RULE_PREFIX.length);
     if (!DATABASE_NAME_PATTERN.test(name)) throw new RuleError(`a database rule is db:NAME, NAME matching ${DATABASE_NAME_PATTERN.source}`);
@@ -273,10 +287,30 @@ export function allowsName(policy: EgressPolicy, host: string, port: number): { 
   const problem = nameProblem(host, true);
   if (problem) return { allowed: false, reason: `'${truncate(host, 256)}' is not a valid host name: ${problem}` };
   const name = normaliseName(host);
-  const nameMatches = (r: EgressRule) => (r.kind === 'domain' && r.host === name) || (r.kind === 'suffix' && name.endsWith(`.${r.host}`));
-  const rule = policy.rules.find((r) => nameMatches(r) && portMatches(r, port));
+  const rule = policy.rules.find((r) => nameMatches(r, name) && portMatches(r, port));
   if (rule) return { allowed: true, rule: rule.raw, reason: `rule '${rule.raw}' allows ${name}:${port}` };
-  return { allowed: false, reason: denial(policy, `${name}:${port}`, policy.rules.some(nameMatches)) };
+  return {
+    allowed: false,
+    reason: denial(
+      policy,
+      `${name}:${port}`,
+      policy.rules.some((r) => nameMatches(r, name)),
+    ),
+  };
+}
+
+/**
+ * Whether TLS to host:port may carry Encrypted Client Hello: an `ech:` rule allows that name
+ * and port. Call only for a name allowsName allowed.
+ */
+export function allowsEch(policy: EgressPolicy, host: string, port: number): boolean {
+  const name = normaliseName(host);
+  return policy.rules.some((r) => r.ech === true && nameMatches(r, name) && portMatches(r, port));
+}
+
+/** Whether a name rule covers `name` (normalised). */
+function nameMatches(rule: EgressRule, name: string): boolean {
+  return (rule.kind === 'domain' && rule.host === name) || (rule.kind === 'suffix' && name.endsWith(`.${rule.host}`));
 }
 
 export function allowsAddress(policy: EgressPolicy, address: string, port: number, localAddresses: string[]): { allowed: boolean; reason: string } {

@@ -325,6 +325,46 @@ test('CONNECT whose SNI differs from the CONNECT host is closed and audited as d
   }
 });
 
+/** A ClientHello naming `name` in SNI and carrying an Encrypted Client Hello extension (opaque, as it is to the proxy). */
+function echClientHello(name: string): Buffer {
+  const u16 = (n: number) => Buffer.from([n >> 8, n & 0xff]);
+  const sni = Buffer.concat([u16(name.length + 3), Buffer.from([0]), u16(name.length), Buffer.from(name)]);
+  const extensions = Buffer.concat([u16(0), u16(sni.length), sni, u16(0xfe0d), u16(64), Buffer.alloc(64, 0xab)]);
+  const body = Buffer.concat([Buffer.from([3, 3]), Buffer.alloc(32, 7), Buffer.from([0, 0, 2, 0x13, 0x01, 1, 0]), u16(extensions.length), extensions]);
+  const handshake = Buffer.concat([Buffer.from([1, 0]), u16(body.length), body]);
+  return Buffer.concat([Buffer.from([0x16, 3, 1]), u16(handshake.length), handshake]);
+}
+
+test('CONNECT whose ClientHello carries Encrypted Client Hello is closed before a byte goes upstream, unless an ech: rule allows its host', async () => {
+  const p = await startProxy(fullAccess());
+  try {
+    const tunnel = await connectVia(p.port, `allowed.test:${httpsPort}`);
+    assert.equal(tunnel.status, 200);
+    tunnel.socket.on('error', () => undefined); // the proxy's reset is the expected outcome
+    tunnel.socket.resume(); // read, or its end is never seen
+    tunnel.socket.write(echClientHello('allowed.test'));
+    await new Promise((resolve) => tunnel.socket.once('close', resolve));
+    await eventually(() => p.audit.length === 1 && p.audit[0]?.finished === true, 'tunnel audited');
+    assert.equal(p.audit[0]?.decision, 'denied');
+    assert.match(p.audit[0]?.reason ?? '', /^TLS ClientHello with Encrypted Client Hello \(extension 0xfe0d\).*an ech: rule for allowed\.test allows it$/);
+    assert.equal(p.audit[0]?.bytesUp, 0, 'nothing reached the upstream');
+
+    p.setPolicy([...fullAccess(), `ech:allowed.test:${httpsPort}`]);
+    const allowed = await connectVia(p.port, `allowed.test:${httpsPort}`);
+    allowed.socket.on('error', () => undefined);
+    allowed.socket.resume();
+    allowed.socket.write(echClientHello('allowed.test'));
+    // The upstream answers the hand-made hello with an alert and closes: it got it.
+    await new Promise((resolve) => allowed.socket.once('close', resolve));
+    await eventually(() => p.audit.length === 2 && p.audit[1]?.finished === true, 'second tunnel audited');
+    assert.equal(p.audit[1]?.decision, 'allowed');
+    assert.match(p.audit[1]?.reason ?? '', /Encrypted Client Hello \(extension 0xfe0d\), allowed by an ech: rule/);
+    assert.ok((p.audit[1]?.bytesUp ?? 0) > 0, JSON.stringify(p.audit[1]));
+  } finally {
+    p.close();
+  }
+});
+
 test('CONNECT carrying a non-TLS protocol to an allowed host:port is tunnelled', async () => {
   const p = await startProxy(fullAccess());
   try {

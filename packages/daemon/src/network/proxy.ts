@@ -24,6 +24,11 @@
  *   protocols (SMTP, MySQL) work while the client's first bytes are being awaited.
  * - Bytes that start like TLS but do not parse as a ClientHello are refused: a server and
  *   this parser must not disagree about which name was asked for.
+ * - A ClientHello with Encrypted Client Hello (ECH, or its drafts and ESNI) is refused unless
+ *   an `ech:` rule allows its host: the SNI it shows is only the front end's name, and the
+ *   name the front end routes to is encrypted, so an allowed front could carry any site
+ *   behind it. Chromium sends a dummy ECH extension (GREASE) in every hello, which cannot be
+ *   told from a real one: docs/network.md says how to run it.
  * - Only the first ClientHello is inspected: a protocol that starts in clear text and
  *   upgrades later (STARTTLS) is tunnelled untouched after its first bytes.
  *
@@ -39,7 +44,7 @@ import { promises as dnsPromises } from 'node:dns';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import type { EgressRecord } from './audit.js';
-import { allowsAddress, allowsDatabase, allowsName, type EgressPolicy } from './policy.js';
+import { allowsAddress, allowsDatabase, allowsEch, allowsName, type EgressPolicy } from './policy.js';
 import { countedStream, databaseOfHost, DATABASE_PORT, type DatabaseConnector } from './database-rules.js';
 import { MAX_CLIENT_HELLO_BUFFER, scanClientHello } from './sni.js';
 import { credentialFor } from './credentials.js';
@@ -323,7 +328,17 @@ export class EgressProxy {
           if (sni !== undefined && comparableName(sni) !== comparableName(target.host)) {
             return refuse(`SNI ${truncate(sni, MAX_AUDITED_HOST)} differs from CONNECT host ${target.host}`);
           }
-          const reason = sni === undefined ? `${opened.reason} (TLS without SNI)` : opened.reason;
+          const terminating = credential !== undefined && this.terminator !== undefined;
+          const ech = scan.encryptedName;
+          // Terminated TLS is safe from it: the daemon's own server ignores ECH, and the daemon
+          // connects upstream to the CONNECT host itself.
+          if (ech !== undefined && !terminating && !allowsEch(client.policy(), target.host, target.port)) {
+            return refuse(
+              `TLS ClientHello with ${ech}: the name it asks a front end for is hidden, and may not be ${target.host}; an ech: rule for ${target.host} allows it`,
+            );
+          }
+          let reason = sni === undefined ? `${opened.reason} (TLS without SNI)` : opened.reason;
+          if (ech !== undefined && !terminating) reason += ` (${ech}, allowed by an ech: rule)`;
           if (credential && this.terminator) {
             decide('allowed', `${reason}; TLS terminated to add credential headers`);
             terminated = true;

@@ -145,3 +145,24 @@ test('ambiguous server_name shapes are malformed; hand-built good ones parse', (
   // An unknown name type is skipped, as TLS stacks do.
   assert.equal(parseSni(handmadeHello([sniExtension([9, 'x'], [0, 'real.test'])])), 'real.test');
 });
+
+/** An extension of `type` with an opaque body, as ECH's is to anyone but the front end. */
+function opaqueExtension(type: number, length = 90): Buffer {
+  return Buffer.concat([u16(type), u16(length), Buffer.alloc(length, 0xab)]);
+}
+
+test('a ClientHello with Encrypted Client Hello (or its drafts, or ESNI) is reported, with the outer SNI as sent', async () => {
+  const ech = scanClientHello(handmadeHello([sniExtension([0, 'front.test']), opaqueExtension(0xfe0d)]));
+  assert.deepEqual(ech, { kind: 'client-hello', serverName: 'front.test', encryptedName: 'Encrypted Client Hello (extension 0xfe0d)' });
+  // Without SNI too: the hidden name is what a front end routes by.
+  assert.match(String((scanClientHello(handmadeHello([opaqueExtension(0xfe0d)])) as { encryptedName?: string }).encryptedName), /Encrypted Client Hello/);
+  for (const type of [0xfe08, 0xfe0c, 0xffce]) {
+    const scan = scanClientHello(handmadeHello([opaqueExtension(type), sniExtension([0, 'front.test'])]));
+    assert.match(String((scan as { encryptedName?: string }).encryptedName), new RegExp(`0x${type.toString(16)}`), type.toString(16));
+  }
+  // Split across records, the same answer.
+  assert.deepEqual(scanClientHello(fragment(handmadeHello([sniExtension([0, 'front.test']), opaqueExtension(0xfe0d)]), 7)), ech);
+  // A real client's hello carries none.
+  assert.equal((scanClientHello(await captureClientHello({ servername: 'plain.test' })) as { encryptedName?: string }).encryptedName, undefined);
+  assert.equal((scanClientHello(handmadeHello([opaqueExtension(0xfe0e)])) as { encryptedName?: string }).encryptedName, undefined);
+});

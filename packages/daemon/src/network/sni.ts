@@ -14,6 +14,17 @@ const RECORD_HEADER_BYTES = 5;
 const CONTENT_TYPE_HANDSHAKE = 22;
 const HANDSHAKE_CLIENT_HELLO = 1;
 const EXTENSION_SERVER_NAME = 0;
+/**
+ * Extensions that carry an encrypted server name: an inner ClientHello the front end decrypts
+ * and routes by, which this parser cannot read. The SNI it sees is then only the front's
+ * name, so the check that SNI names the CONNECT host proves nothing.
+ */
+const ENCRYPTED_NAME_EXTENSIONS = new Map<number, string>([
+  [0xfe0d, 'Encrypted Client Hello (extension 0xfe0d)'],
+  // The drafts' codepoints (draft-ietf-tls-esni 8 to 12), still spoken by some servers.
+  ...[0xfe08, 0xfe09, 0xfe0a, 0xfe0b, 0xfe0c].map((t): [number, string] => [t, `Encrypted Client Hello, a draft (extension 0x${t.toString(16)})`]),
+  [0xffce, 'encrypted SNI, the ECH draft before it (extension 0xffce)'],
+]);
 const NAME_TYPE_HOST_NAME = 0;
 /** TLS caps a plaintext record at 2^14 bytes. */
 const MAX_RECORD_BYTES = 16384;
@@ -32,8 +43,11 @@ export type ClientHelloScan =
   | { kind: 'not-tls' }
   /** Starts like TLS but does not parse as a ClientHello. */
   | { kind: 'malformed'; reason: string }
-  /** A complete ClientHello; serverName is absent when the client sent no SNI. */
-  | { kind: 'client-hello'; serverName?: string };
+  /**
+   * A complete ClientHello; serverName is absent when the client sent no SNI, encryptedName
+   * names the extension when it also carries an encrypted one (ECH), which may differ.
+   */
+  | { kind: 'client-hello'; serverName?: string; encryptedName?: string };
 
 class Malformed extends Error {}
 
@@ -80,7 +94,7 @@ export function scanClientHello(data: Buffer): ClientHelloScan {
   try {
     const handshake = reassembleHandshake(data);
     if (!handshake) return { kind: 'incomplete' };
-    return { kind: 'client-hello', serverName: serverNameOf(handshake) };
+    return { kind: 'client-hello', ...namesOf(handshake) };
   } catch (err) {
     if (err instanceof Malformed) return { kind: 'malformed', reason: err.message };
     throw err;
@@ -128,7 +142,7 @@ function reassembleHandshake(data: Buffer): Buffer | undefined {
   }
 }
 
-function serverNameOf(hello: Buffer): string | undefined {
+function namesOf(hello: Buffer): { serverName?: string; encryptedName?: string } {
   const r = new Reader(hello);
   r.bytes(2, 'client_version');
   r.bytes(32, 'random');
@@ -142,11 +156,12 @@ function serverNameOf(hello: Buffer): string | undefined {
   if (compressionLength === 0) throw new Malformed('no compression methods');
   r.bytes(compressionLength, 'compression_methods');
   // Extensions are optional in the grammar (a bare TLS 1.0 hello has none): then no SNI.
-  if (r.remaining === 0) return undefined;
+  if (r.remaining === 0) return { serverName: undefined };
   const extensions = new Reader(r.bytes(r.u16('extensions length'), 'extensions'));
   if (r.remaining !== 0) throw new Malformed('bytes after the extensions');
 
   let serverName: string | undefined;
+  let encryptedName: string | undefined;
   const types = new Set<number>();
   while (extensions.remaining > 0) {
     const type = extensions.u16('extension type');
@@ -154,8 +169,9 @@ function serverNameOf(hello: Buffer): string | undefined {
     if (types.has(type)) throw new Malformed(`extension ${type} appears twice`);
     types.add(type);
     if (type === EXTENSION_SERVER_NAME) serverName = hostNameOf(body);
+    encryptedName ??= ENCRYPTED_NAME_EXTENSIONS.get(type);
   }
-  return serverName;
+  return { serverName, ...(encryptedName === undefined ? {} : { encryptedName }) };
 }
 
 function hostNameOf(extension: Buffer): string | undefined {
