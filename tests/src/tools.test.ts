@@ -169,6 +169,31 @@ test('editor: create, view with line numbers and ranges, str_replace, insert and
   assert.doesNotMatch(listing, /deeper|\.git/);
 });
 
+test("editor: undo history is each user's own; a refused undo leaves it as it was", T, async () => {
+  const path = '/root/undo-owned.txt';
+  const root = new Toolset(sbx, { user: 'root' });
+  const edit = (t: Toolset, input: Record<string, unknown>) => t.call('str_replace_based_edit_tool', { path, ...input });
+  edited(await edit(root, { command: 'create', file_text: 'one\n' }));
+  await sbx.exec(['chmod', '600', path], { user: 'root', check: true });
+  edited(await edit(root, { command: 'str_replace', old_str: 'one', new_str: 'two' }));
+  // `user` has no edit of the file to undo (and could not write it): refused, nothing changes.
+  assert.match(failed(await edit(tools, { command: 'undo_edit' })), /no edit of \/root\/undo-owned.txt to undo/);
+  assert.equal((await sbx.exec(['cat', path], { user: 'root' })).stdout, 'two\n');
+  // Root's own undo still has its entry.
+  edited(await edit(root, { command: 'undo_edit' }));
+  assert.equal((await sbx.exec(['cat', path], { user: 'root' })).stdout, 'one\n');
+
+  // An undo the sandbox refuses (the file is now read-only for its editor) keeps its entry too.
+  const shared = '/work/undo-refused.txt';
+  edited(await tools.call('str_replace_based_edit_tool', { command: 'create', path: shared, file_text: 'a\n' }));
+  edited(await tools.call('str_replace_based_edit_tool', { command: 'str_replace', path: shared, old_str: 'a', new_str: 'b' }));
+  await sbx.exec(['chown', 'root:root', shared], { user: 'root', check: true });
+  assert.match(failed(await tools.call('str_replace_based_edit_tool', { command: 'undo_edit', path: shared })), /may not write \/work\/undo-refused.txt/);
+  await sbx.exec(['chown', 'user:user', shared], { user: 'root', check: true });
+  edited(await tools.call('str_replace_based_edit_tool', { command: 'undo_edit', path: shared }));
+  assert.equal(await sbx.files.readText(shared), 'a\n');
+});
+
 test('editor: refusals come back as tool errors that say what to fix', T, async () => {
   const path = '/work/refusals.txt';
   await sbx.files.write(path, 'a\nsame\nb\nsame\n');

@@ -26,15 +26,18 @@ export interface EditOptions {
 }
 
 /**
- * Earlier contents of edited files, for undo_edit. In the daemon's memory: history is lost on
- * a daemon restart and is not copied to forks (the files themselves are).
+ * Earlier contents of edited files, for undo_edit, per sandbox, user and path: one user's
+ * undo never writes back what another user's edit replaced (root's file, say, through a
+ * `user` call that the sandbox then refuses). `user` is as the call named it (undefined: the
+ * sandbox's default user). In the daemon's memory: history is lost on a daemon restart and
+ * is not copied to forks (the files themselves are).
  */
 export class UndoHistory {
   private entries = new Map<string, string[]>();
   private bytes = 0;
 
-  push(sandboxId: string, path: string, content: string): void {
-    const key = `${sandboxId}\0${path}`;
+  push(sandboxId: string, user: string | undefined, path: string, content: string): void {
+    const key = historyKey(sandboxId, user, path);
     const list = this.entries.get(key) ?? [];
     list.push(content);
     this.bytes += content.length;
@@ -49,14 +52,18 @@ export class UndoHistory {
     }
   }
 
-  pop(sandboxId: string, path: string): string | undefined {
-    const key = `${sandboxId}\0${path}`;
+  pop(sandboxId: string, user: string | undefined, path: string): string | undefined {
+    const key = historyKey(sandboxId, user, path);
     const list = this.entries.get(key);
     const last = list?.pop();
     if (last !== undefined) this.bytes -= last.length;
     if (list && list.length === 0) this.entries.delete(key);
     return last;
   }
+}
+
+function historyKey(sandboxId: string, user: string | undefined, path: string): string {
+  return `${sandboxId}\0${user ?? ''}\0${path}`;
 }
 
 export class Editor {
@@ -153,16 +160,23 @@ export class Editor {
   }
 
   private async undo(sandboxId: string, path: string, opts: EditOptions): Promise<string> {
-    const previous = this.history.pop(sandboxId, path);
-    if (previous === undefined) throw new EditFailure(`no edit of ${path} to undo (history covers edits made with this tool since the daemon started)`);
-    const st = await this.stat(sandboxId, path, opts);
-    await this.write(sandboxId, path, previous, opts, st.mode & 0o7777);
+    const previous = this.history.pop(sandboxId, opts.user, path);
+    if (previous === undefined)
+      throw new EditFailure(`no edit of ${path} to undo (history covers the edits this user made with this tool since the daemon started)`);
+    try {
+      const st = await this.stat(sandboxId, path, opts);
+      await this.write(sandboxId, path, previous, opts, st.mode & 0o7777);
+    } catch (err) {
+      // A refused undo changes nothing: the edit stays undoable once the cause is fixed.
+      this.history.push(sandboxId, opts.user, path, previous);
+      throw err;
+    }
     return `undid the last edit of ${path}`;
   }
 
   private async save(sandboxId: string, path: string, before: string, after: string, st: FileStat, opts: EditOptions): Promise<void> {
     await this.write(sandboxId, path, after, opts, st.mode & 0o7777);
-    this.history.push(sandboxId, path, before);
+    this.history.push(sandboxId, opts.user, path, before);
   }
 
   private async write(sandboxId: string, path: string, text: string, opts: EditOptions, mode?: number): Promise<void> {
