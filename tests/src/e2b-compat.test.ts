@@ -17,6 +17,7 @@ import {
   type SandboxOpts,
   FileNotFoundError,
   FilesystemEventType,
+  InvalidArgumentError,
   Sandbox,
   SandboxNotFoundError,
   type FilesystemEvent,
@@ -381,6 +382,50 @@ test('refusals: a bad key, no token, another sandbox with this token, bad input'
   const snapshots = await fetch(`${d.url}/e2b/snapshots`, { headers: { 'x-api-key': d.apiKey } });
   assert.equal(snapshots.status, 404);
   assert.match(((await snapshots.json()) as { message: string }).message, /not part of warren's E2B-compatible API/);
+});
+
+/** An envd call as E2B's SDKs make it, the user in Basic auth; Connect's code and message of its answer. */
+async function envdCall(rpc: 'process.Process/Start' | 'filesystem.Filesystem/Stat', user: string): Promise<{ code?: string; message?: string }> {
+  const token = (sbx as unknown as { envdAccessToken?: string }).envdAccessToken!;
+  const stream = rpc === 'process.Process/Start';
+  const json = Buffer.from(JSON.stringify(stream ? { process: { cmd: '/usr/bin/touch', args: ['/tmp/envd-user-ran'] } } : { path: '/tmp' }));
+  // A streaming call's message goes in an envelope: a flags byte and a 32-bit length.
+  const envelope = Buffer.concat([Buffer.from([0, 0, 0, 0, 0]), json]);
+  envelope.writeUInt32BE(json.length, 1);
+  const res = await fetch(`${d.url}/e2b/envd/${rpc}`, {
+    method: 'POST',
+    headers: {
+      'content-type': stream ? 'application/connect+json' : 'application/json',
+      'e2b-sandbox-id': sbx.sandboxId,
+      'x-access-token': token,
+      authorization: `Basic ${Buffer.from(`${user}:`).toString('base64')}`,
+    },
+    body: stream ? envelope : json,
+  });
+  const body = Buffer.from(await res.arrayBuffer());
+  if (!stream) return res.status === 200 ? {} : ((JSON.parse(body.toString()) as { code: string; message: string }) ?? {});
+  // The stream's error is in its end message (flag 2).
+  for (let at = 0; at + 5 <= body.length; at += 5 + body.readUInt32BE(at + 1)) {
+    if (body[at]! & 2)
+      return (JSON.parse(body.subarray(at + 5, at + 5 + body.readUInt32BE(at + 1)).toString()) as { error?: { code: string; message: string } }).error ?? {};
+  }
+  return {};
+}
+
+test('envd: a malformed user in Basic auth is invalid_argument naming it, and nothing runs', T, async () => {
+  for (const user of ['0', 'root\n', '', 'u'.repeat(33), 'root;id']) {
+    for (const rpc of ['process.Process/Start', 'filesystem.Filesystem/Stat'] as const) {
+      const answer = await envdCall(rpc, user);
+      assert.equal(answer.code, 'invalid_argument', `${rpc} as ${JSON.stringify(user)}: ${JSON.stringify(answer)}`);
+      assert.ok(answer.message?.includes(`user ${JSON.stringify(user.slice(0, 40))}`), `${rpc}: ${answer.message}`);
+    }
+  }
+  assert.equal((await sbx.commands.run('test -e /tmp/envd-user-ran || echo none', { user: 'root' })).stdout, 'none\n');
+  // E2B's SDK sees its own error class for it.
+  await assert.rejects(sbx.commands.run('true', { user: '0' as 'user' }), (e: unknown) => e instanceof InvalidArgumentError && /user "0"/.test(e.message));
+  // A well-formed name still works.
+  assert.deepEqual(await envdCall('process.Process/Start', 'root'), {});
+  assert.deepEqual(await envdCall('filesystem.Filesystem/Stat', 'user'), {});
 });
 
 test('kill: gone for getInfo, false for a second kill, and its access token is dead', T, async () => {

@@ -24,16 +24,24 @@ export function userHome(user: string): string {
   return user === 'root' ? '/root' : `/home/${user}`;
 }
 
-/** The user named by a Basic authorization header (the password part is unused, as in envd). */
+/**
+ * The user named by a Basic authorization header (the password part is unused, as in envd).
+ * One named is checked, an empty one included (E2B's SDKs send no header rather than an empty
+ * name): it must never reach a command or a file call as anything but a valid name.
+ */
 function userOf(authorization: string | null | undefined, fallback = E2B_DEFAULT_USER): string {
   if (!authorization?.toLowerCase().startsWith('basic ')) return fallback;
   const decoded = Buffer.from(authorization.slice(6).trim(), 'base64').toString('utf8');
-  const user = decoded.split(':')[0] ?? '';
-  return checkedUser(user || fallback);
+  const colon = decoded.indexOf(':');
+  return checkedUser(colon < 0 ? decoded : decoded.slice(0, colon));
 }
 
 export function checkedUser(user: string): string {
-  if (!USER_NAME.test(user)) throw new WarrenError('invalid_argument', `user ${JSON.stringify(user.slice(0, 40))} is not a valid user name`);
+  if (!USER_NAME.test(user))
+    throw new WarrenError(
+      'invalid_argument',
+      `user ${JSON.stringify(user.slice(0, 40))}${user.length > 40 ? '...' : ''} is not a valid user name (a lower-case letter or _, then letters, digits, _ or -, at most 32)`,
+    );
   return user;
 }
 
@@ -49,6 +57,19 @@ export function resolvePath(call: EnvdCall, p: string): string {
   if (!p) throw new WarrenError('invalid_argument', 'path must not be empty');
   if (p === '~' || p.startsWith('~/')) return path.join(call.home, p.slice(1));
   return path.isAbsolute(p) ? path.normalize(p) : path.join(call.home, p);
+}
+
+/**
+ * The call of a streaming RPC, before anything runs; a bad one (an invalid user) is answered
+ * as a Connect error with its code. Thrown as is from a stream handler, it would be
+ * `internal`: Connect converts only ConnectErrors.
+ */
+export function streamCallOf(ctx: HandlerContext, log: Logger, what: string): EnvdCall {
+  try {
+    return callOf(ctx.requestHeader);
+  } catch (err) {
+    throw toConnectError(err, log, what);
+  }
 }
 
 /** A unary RPC's handler from `fn`: the call's identity in, warren's errors out as Connect's. */

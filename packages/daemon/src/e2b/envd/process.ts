@@ -20,7 +20,7 @@ import {
 import type { ExecService } from '../../core/exec.js';
 import type { TerminalService } from '../../core/terminals.js';
 import { toConnectError } from '../errors.js';
-import { callOf, resolvePath, unaryHandler, type EnvdCall } from './call.js';
+import { callOf, resolvePath, streamCallOf, unaryHandler, type EnvdCall } from './call.js';
 import { EventQueue, keepaliveMs, type OpenStreams } from './queue.js';
 
 type Event = MessageInitShape<typeof ProcessEventSchema>;
@@ -211,12 +211,12 @@ export function processService(deps: ProcessDeps): ServiceImpl<typeof Process> {
     }),
 
     async *start(req, ctx) {
-      const call = callOf(ctx.requestHeader);
+      const call = streamCallOf(ctx, log, 'process start');
       yield* streamExec(call, ctx, (q) => startCommand(call, req, ctx, q));
     },
 
     async *connect(req, ctx) {
-      const call = callOf(ctx.requestHeader);
+      const call = streamCallOf(ctx, log, 'process connect');
       yield* streamExec(call, ctx, async (q) => {
         const pid = await pidOf(call, req.process);
         const t = await terminalOf(call, pid);
