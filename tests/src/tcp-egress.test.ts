@@ -339,6 +339,11 @@ test('a ClientHello with Encrypted Client Hello to an allowed name is refused be
   const allow = [`${FRONT}:${frontPort}`, `127.0.0.1:${frontPort}`];
   const sbx = await d!.create({ network: { allow } });
   try {
+    // Browsers' GREASE ECH would be refused on every HTTPS page: the agent turns ECH off for them.
+    for (const dir of ['/etc/chromium/policies/managed', '/etc/opt/chrome/policies/managed']) {
+      const policy = await sbx.files.readText(`${dir}/warren-egress.json`);
+      assert.deepEqual(JSON.parse(policy), { EncryptedClientHelloEnabled: false }, dir);
+    }
     const hello = echClientHello(FRONT).toString('hex');
     const refused = await sbx.exec(['python3', '-c', PY_HELLO, FRONT, String(frontPort), hello], { user: 'root' });
     assert.equal(refused.exitCode, 0, refused.stderr);

@@ -29,6 +29,7 @@ import { Tunnels } from './egress.js';
 import { Forwards } from './forwards.js';
 import { parseHints } from './connect-hints.js';
 import { writeLoopbackNames } from './hosts.js';
+import { writeBrowserPolicy } from './browser-policy.js';
 import { Terminals } from './terminals.js';
 import { streamStdin } from './stdin-stream.js';
 import { startWatch } from './watch.js';
@@ -58,6 +59,12 @@ function serve(): void {
       } catch (err) {
         // The sandbox works without; only names like localhost stay unresolved.
         process.stderr.write(`warren-agent: cannot write the loopback names into /etc/hosts: ${(err as Error).message}\n`);
+      }
+      try {
+        writeBrowserPolicy();
+      } catch (err) {
+        // Only browsers are affected: without the policy their HTTPS through the proxy is refused.
+        process.stderr.write(`warren-agent: cannot write the browser policy that turns off ECH: ${(err as Error).message}\n`);
       }
       await named;
       return {};
