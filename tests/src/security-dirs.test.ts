@@ -12,6 +12,7 @@ import { lstatSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync }
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import type { Sandbox } from '@warren/sdk';
+import { header as block } from '@warren/protocol/tar-craft';
 import { runWarren, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 const T = { timeout: 300_000 };
@@ -31,26 +32,7 @@ after(async () => {
 
 /** One ustar header block: `magic` is the 8 bytes at 257, `size` may lie about the data that follows. */
 function header(name: string, type: string, o: { size?: number; link?: string; magic?: string; prefix?: string } = {}): Buffer {
-  const h = Buffer.alloc(512);
-  h.write(name, 0);
-  h.write('0000755\0', 100);
-  h.write('0000000\0', 108);
-  h.write('0000000\0', 116);
-  h.write(`${(o.size ?? 0).toString(8).padStart(11, '0')}\0`, 124);
-  h.write('14557674000\0', 136);
-  h.write(type, 156);
-  h.write(o.link ?? '', 157);
-  h.write(o.magic ?? 'ustar\x0000', 257, 'latin1');
-  h.write(o.prefix ?? '', 345);
-  h.write('        ', 148);
-  h.write(
-    `${h
-      .reduce((a, b) => a + b, 0)
-      .toString(8)
-      .padStart(6, '0')}\0 `,
-    148,
-  );
-  return h;
+  return block({ name, type, mode: 0o755, size: o.size, linkname: o.link, magic: o.magic, prefix: o.prefix });
 }
 
 const base = [header('x/', '5'), header('x/up', '2', { link: '..' })];

@@ -1,5 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
+import { header as block } from './tar-craft.js';
 import { TarChecker, memberComponents, symlinkEscape, type TarMember } from './tar-check.js';
 
 test('symlinkEscape resolves targets through the archive symlinks', () => {
@@ -40,26 +41,7 @@ test('TarChecker refuses garbage, bytes after the end, an archive cut inside a m
 
 /** One header block; `magic` is the 8 bytes at 257. */
 function header(name: string, type: string, o: { size?: number; link?: string; magic?: string; prefix?: string } = {}): Buffer {
-  const h = Buffer.alloc(512);
-  h.write(name, 0);
-  h.write('0000644\0', 100);
-  h.write('0000000\0', 108);
-  h.write('0000000\0', 116);
-  h.write(`${(o.size ?? 0).toString(8).padStart(11, '0')}\0`, 124);
-  h.write('00000000000\0', 136);
-  h.write(type, 156);
-  h.write(o.link ?? '', 157);
-  h.write(o.magic ?? 'ustar\x0000', 257, 'latin1');
-  h.write(o.prefix ?? '', 345);
-  h.write('        ', 148);
-  h.write(
-    `${h
-      .reduce((a, b) => a + b, 0)
-      .toString(8)
-      .padStart(6, '0')}\0 `,
-    148,
-  );
-  return h;
+  return block({ name, type, size: o.size, linkname: o.link, magic: o.magic, prefix: o.prefix });
 }
 
 function run(...blocks: Buffer[]): TarMember[] {

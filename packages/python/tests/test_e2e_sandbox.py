@@ -107,7 +107,8 @@ class Lifecycle(E2ECase):
 
     def test_hibernate_keeps_processes_and_files_and_any_call_resumes(self) -> None:
         sbx = self.create()
-        counter = sbx.exec("n=0; while true; do n=$((n+1)); echo $n > /tmp/n; sleep 0.1; done", background=True, tag="counter")
+        # Renamed into place: a read racing a truncate-and-write would see a file shorter than its size.
+        counter = sbx.exec("n=0; while true; do n=$((n+1)); echo $n > /tmp/n.new; mv /tmp/n.new /tmp/n; sleep 0.1; done", background=True, tag="counter")
         eventually(lambda: sbx.files.exists("/tmp/n"), 10, "the counter to start")
         self.assertEqual(sbx.hibernate().state, "hibernated")
         self.assertEqual(sbx.refresh().state, "hibernated")

@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import { linkSync, mkdirSync, symlinkSync, writeFileSync, chmodSync } from 'node:fs';
 import path from 'node:path';
-import { END, BLOCK, gnuLong, header, member, mutate, pax, paxRecord, rng, sealChecksum, type HeaderFields } from './tar-craft.js';
+import { END, BLOCK, gnuLong, header, member, mutate, pax, paxRecord, rng, sealChecksum, type HeaderFields } from '@warren/protocol/tar-craft';
 
 export interface Case {
   label: string;

@@ -20,7 +20,7 @@ import { fileURLToPath } from 'node:url';
 import { TarChecker, memberComponents, type TarMember } from '@warren/protocol';
 import { extractDir, packDir } from './dirs.js';
 import { craftedCases, mutatedCases, packedCases, type Case } from './tar-corpus.js';
-import { rng } from './tar-craft.js';
+import { rng } from '@warren/protocol/tar-craft';
 
 const PYTHON_PATH = fileURLToPath(new URL('../../python', import.meta.url));
 const MUTATIONS = 300;

@@ -1,8 +1,9 @@
 /**
  * Byte-level tar building for tests: headers with any field set to anything (a checksum that
  * still matches, so the bytes reach the parsers), pax and GNU long-name records, and seeded
- * mutations of the headers of valid archives. Used by the differential test of the tar checks
- * (tar-differential.test.ts); nothing here is used to write real archives.
+ * mutations of the headers of valid archives. Used by the tests of the tar checks (the checker's
+ * own, the SDK's differential test, the hostile-tar end-to-end test); nothing here writes real
+ * archives.
  */
 
 export const BLOCK = 512;
