@@ -74,10 +74,12 @@ export function memberComponents(name: string, directory = false): string[] {
 }
 
 /**
- * Where a symlink's target leads, resolved through the archive's symlinks: undefined when it
- * stays inside the root, else why not. Dangling targets inside are fine.
+ * Where a symlink's target leads, resolved through `links` (normalized path -> target: the
+ * archive's symlinks, or a merged view of a download over its destination, sdk merge-check.ts;
+ * one lookup per component): undefined when it stays inside the root, else why not. Dangling
+ * targets inside are fine.
  */
-export function symlinkEscape(linkPath: string, target: string, links: ReadonlyMap<string, string>): string | undefined {
+export function symlinkEscape(linkPath: string, target: string, links: { get(path: string): string | undefined }): string | undefined {
   if (target === '') return 'empty symlink target';
   if (target.startsWith('/')) return `points to the absolute path ${JSON.stringify(target)}`;
   const stack = linkPath.split('/').slice(0, -1);

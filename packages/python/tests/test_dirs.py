@@ -97,6 +97,54 @@ class Dirs(unittest.TestCase):
         extract_dir(io.BytesIO(b"".join(pack_dir(root))), out, exists="replace")
         self.assertFalse(os.path.exists(os.path.join(out, "kept")))
 
+    def listing(self, root: str) -> list[str]:
+        out = []
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in sorted(dirnames + filenames):
+                full = os.path.join(dirpath, name)
+                rel = os.path.relpath(full, root)
+                out.append(f"{rel} -> {os.readlink(full)}" if os.path.islink(full) else rel)
+        return sorted(out)
+
+    def test_merge_refuses_a_link_leading_out_through_what_the_destination_holds(self) -> None:
+        m1, m2, out = (os.path.join(self.tmp, n) for n in ("m1", "m2", "out"))
+        os.makedirs(m1)
+        os.makedirs(m2)
+        os.symlink(".", os.path.join(m1, "d"))
+        os.symlink("d/d/d/../../..", os.path.join(m2, "e"))
+        with open(os.path.join(m2, "f"), "w") as f:
+            f.write("second")
+        extract_dir(io.BytesIO(b"".join(pack_dir(m1))), out)
+        before = self.listing(out)
+        with self.assertRaises(WarrenError) as caught:
+            extract_dir(io.BytesIO(b"".join(pack_dir(m2))), out)
+        self.assertEqual(caught.exception.code, "invalid_argument")
+        self.assertIn('refused tar member "e": symlink: its target "d/d/d/../../.." leads outside the destination', str(caught.exception))
+        self.assertEqual(self.listing(out), before, "the destination is unchanged")
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["m1", "m2", "out"], "no temporary directory left beside")
+        # Replacing is the tree alone, which stays inside.
+        extract_dir(io.BytesIO(b"".join(pack_dir(m2))), out, exists="replace")
+        self.assertEqual(self.listing(out), self.listing(m2))
+
+    def test_merge_places_links_that_stay_inside_through_the_destination(self) -> None:
+        out, src, via = (os.path.join(self.tmp, n) for n in ("out", "src", "via"))
+        os.makedirs(os.path.join(out, "lib", "v1"))
+        with open(os.path.join(out, "lib", "v1", "real"), "w") as f:
+            f.write("r")
+        os.symlink("lib/v1", os.path.join(out, "cur"))
+        os.symlink("/", os.path.join(out, "root"))  # the user's own link out
+        os.makedirs(os.path.join(src, "lib", "v2"))
+        os.symlink("../../cur/real", os.path.join(src, "lib", "v2", "real"))
+        os.symlink("lib/v1/../v2/real", os.path.join(src, "x"))
+        extract_dir(io.BytesIO(b"".join(pack_dir(src))), out)
+        with open(os.path.join(out, "x")) as f:
+            self.assertEqual(f.read(), "r")
+        os.makedirs(via)
+        os.symlink("root/etc", os.path.join(via, "etc"))
+        with self.assertRaises(WarrenError) as caught:
+            extract_dir(io.BytesIO(b"".join(pack_dir(via))), out)
+        self.assertIn('refused tar member "etc": symlink: its target "root/etc" leads outside the destination', str(caught.exception))
+
     def test_hostile_archives_are_refused_and_leave_nothing(self) -> None:
         for what, archive in HOSTILE.items():
             with self.subTest(what):

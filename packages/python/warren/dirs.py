@@ -5,8 +5,10 @@ tarfile reads them, and tarfile must read every member as the check did; members
 absolute names or `..` are refused (not stripped); Python's `data` extraction filter refuses
 links leading outside, members under such links and special files; the tree is extracted
 into a temporary directory beside the destination, walked with lstat, and moved into place
-only when all of that checked out; that directory is removed on any failure. Nothing is
-written outside the named destination. Standard library only."""
+only when all of that checked out; that directory is removed on any failure. A merge into
+an existing destination has its symlinks checked again against what the destination already
+holds (merge_check.py). Nothing is written outside the named destination. Standard library
+only."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from typing import IO, Any, Iterator, List
 
 from .errors import InvalidArgumentError, WarrenError
 from .tar_check import CheckedSource
+from .merge_check import check_merged_links
 from .tar_rules import check_tree, quote, refuse, refuse_archive
 
 EXISTS_POLICIES = ("merge", "replace", "error")
@@ -178,7 +181,10 @@ def extract_dir(source: IO[bytes] | Any, local_dir: str | os.PathLike[str], exis
                 except tarfile.FilterError as err:
                     raise refuse(member.name, str(err)) from None
         checked.finish()
-        check_tree(tmp)
+        links = check_tree(tmp)
+        # Replace and a fresh destination take the tree alone, which check_tree checked whole.
+        if exists == "merge" and links and os.path.isdir(dest) and not os.path.islink(dest):
+            check_merged_links(tmp, dest, links)
         _place(tmp, dest, exists)
     except tarfile.TarError as err:
         _remove_tree(tmp)

@@ -19,7 +19,7 @@ import json
 import os
 import re
 import stat
-from typing import Dict, List, Mapping
+from typing import Dict, List, Optional, Protocol
 
 from .errors import InvalidArgumentError, WarrenError
 
@@ -71,8 +71,15 @@ def member_components(name: str, directory: bool = False) -> List[str]:
     return parts
 
 
-def symlink_escape(link_path: str, target: str, links: Mapping[str, str]) -> str | None:
-    """Where a symlink's target leads, resolved through `links` (normalized path -> target):
+class LinkLookup(Protocol):
+    """Normalized path -> symlink target: a dict of an archive's symlinks, or the merged view
+    of a download over its destination (merge_check.py)."""
+
+    def get(self, path: str, /) -> Optional[str]: ...
+
+
+def symlink_escape(link_path: str, target: str, links: LinkLookup) -> str | None:
+    """Where a symlink's target leads, resolved through `links` (one lookup per component):
     None when it stays inside the root, else why not. Dangling targets inside are fine."""
     if target == "":
         return "empty symlink target"
@@ -159,10 +166,11 @@ class MemberRules:
                 raise refuse(path, f"symlink: {why}")
 
 
-def check_tree(root: str) -> None:
+def check_tree(root: str) -> Dict[str, str]:
     """Walks an extracted tree with lstat (never following a link): refuses anything but
     regular files, directories and symlinks, and any symlink leading outside `root` through
-    the tree's own symlinks. The last word on a download, whatever the parsers read."""
+    the tree's own symlinks. The last word on a download, whatever the parsers read. Returns
+    the tree's symlinks (path -> target) for the check of a merge (merge_check.py)."""
     links: Dict[str, str] = {}
     pending = [""]
     while pending:
@@ -180,3 +188,4 @@ def check_tree(root: str) -> None:
         why = symlink_escape(path, target, links)
         if why:
             raise refuse(path, f"symlink: {why}")
+    return links

@@ -75,3 +75,50 @@ test('extractDir: merge keeps what is there, replace drops it, error refuses', a
     rmSync(work, { recursive: true, force: true });
   }
 });
+
+test('extractDir merge: a link that leads out only through what the destination already holds is refused, nothing moved', async () => {
+  const work = mkdtempSync(path.join(tmpdir(), 'warren-pack-'));
+  try {
+    const m1 = path.join(work, 'm1');
+    const m2 = path.join(work, 'm2');
+    mkdirSync(m1);
+    mkdirSync(m2);
+    symlinkSync('.', path.join(m1, 'd'));
+    symlinkSync('d/d/d/../../..', path.join(m2, 'e'));
+    writeFileSync(path.join(m2, 'f'), 'second');
+    const out = path.join(work, 'out');
+    await extractDir(packDir(m1), out);
+    const before = listing(out);
+    await assert.rejects(extractDir(packDir(m2), out), /refused tar member "e": symlink: its target "d\/d\/d\/\.\.\/\.\.\/\.\." leads outside the destination/);
+    assert.deepEqual(listing(out), before, 'the destination is unchanged');
+    assert.deepEqual(readdirSync(work).sort(), ['m1', 'm2', 'out'], 'no temporary directory left beside');
+    // The same archive into a fresh destination, or replacing one, is the tree alone: inside.
+    await extractDir(packDir(m2), out, 'replace');
+    assert.deepEqual(listing(out), listing(m2));
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+});
+
+test("extractDir merge: links through the destination's directories and links that stay inside are placed; its own links never fail a download", async () => {
+  const work = mkdtempSync(path.join(tmpdir(), 'warren-pack-'));
+  try {
+    const out = path.join(work, 'out');
+    mkdirSync(path.join(out, 'lib/v1'), { recursive: true });
+    writeFileSync(path.join(out, 'lib/v1/real'), 'r');
+    symlinkSync('lib/v1', path.join(out, 'cur'));
+    symlinkSync('/', path.join(out, 'root')); // the user's own link out
+    const src = path.join(work, 'src');
+    mkdirSync(path.join(src, 'lib/v2'), { recursive: true });
+    symlinkSync('../../cur/real', path.join(src, 'lib/v2/real'));
+    symlinkSync('lib/v1/../v2/real', path.join(src, 'x'));
+    await extractDir(packDir(src), out);
+    assert.equal(readFileSync(path.join(out, 'x'), 'utf8'), 'r');
+    const via = path.join(work, 'via');
+    mkdirSync(via);
+    symlinkSync('root/etc', path.join(via, 'etc'));
+    await assert.rejects(extractDir(packDir(via), out), /refused tar member "etc": symlink: its target "root\/etc" leads outside the destination/);
+  } finally {
+    rmSync(work, { recursive: true, force: true });
+  }
+});

@@ -4,8 +4,9 @@
  * hostile: it is extracted by node-tar behind the same strict TarChecker the agent runs on
  * uploads, with node-tar's own entries held to the same rules (tar-unpack.ts), into a temporary
  * directory beside the destination; the tree written there is walked (tree-check.ts) and moved
- * into place only when all of it checked out, and removed on any failure. Nothing is written
- * outside the named destination.
+ * into place only when all of it checked out, and removed on any failure. A merge into an
+ * existing destination has its symlinks checked again against what the destination already
+ * holds (merge-check.ts). Nothing is written outside the named destination.
  */
 import { lstatSync, mkdirSync, mkdtempSync } from 'node:fs';
 import path from 'node:path';
@@ -13,6 +14,7 @@ import type { Readable } from 'node:stream';
 import { packTree } from './tar-pack.js';
 import { unpackChecked } from './tar-unpack.js';
 import { checkExtractedTree } from './tree-check.js';
+import { checkMergedLinks } from './merge-check.js';
 import { WarrenError, checkDestination, placeDirectory, removeTree, type DirExistsPolicy } from '@warren/protocol';
 
 /** Progress of a transfer so far; `files` counts members of any kind. */
@@ -50,7 +52,9 @@ export async function extractDir(source: Readable, localDir: string, exists: Dir
   const tmp = mkdtempSync(path.join(parent, '.warren-download-'));
   try {
     await unpackChecked(source, tmp, onProgress && ((bytes, files) => onProgress({ bytes, files })));
-    checkExtractedTree(tmp);
+    const links = checkExtractedTree(tmp);
+    // Replace and a fresh destination take the tree alone, which checkExtractedTree checked whole.
+    if (exists === 'merge' && links.size && checkDestination(dest, exists)) checkMergedLinks(tmp, dest, links);
     const replaced = placeDirectory(tmp, dest, exists);
     if (replaced) removeTree(replaced);
   } catch (err) {

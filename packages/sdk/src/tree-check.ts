@@ -4,13 +4,14 @@
  * link (lstat), whatever the checks of the archive concluded. It refuses anything but regular
  * files, directories and symlinks; a symlink whose target, resolved through the tree's own
  * symlinks, is absolute or leads outside the tree; and a regular file that has links outside the
- * tree (a hard link the extractor made to a file elsewhere).
+ * tree (a hard link the extractor made to a file elsewhere). Returns the tree's symlinks
+ * (relative path -> target) for the check of a merge against its destination (merge-check.ts).
  */
 import { lstatSync, readdirSync, readlinkSync } from 'node:fs';
 import path from 'node:path';
 import { refuseMember, symlinkEscape } from '@warren/protocol';
 
-export function checkExtractedTree(root: string): void {
+export function checkExtractedTree(root: string): Map<string, string> {
   const links = new Map<string, string>();
   /** Files with more than one link: how many of their links the walk met. */
   const linked = new Map<string, { name: string; nlink: number; met: number }>();
@@ -38,4 +39,5 @@ export function checkExtractedTree(root: string): void {
   for (const f of linked.values()) {
     if (f.met !== f.nlink) throw refuseMember(f.name, `a file with ${f.nlink - f.met} hard link(s) outside the destination`);
   }
+  return links;
 }
