@@ -1,15 +1,18 @@
 /**
  * TCP forwards (api.md, "TCP forwards"): a listener on the host's loopback reaching a port
  * inside a sandbox, through the SDK, the HTTP API and the CLI, against a real daemon. And
- * port URLs' other promise: no credential a client sends warren reaches the app.
+ * port URLs' other promises: no credential a client sends warren reaches the app, and a URL
+ * is worth no more than the key or token that made it.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
+import http from 'node:http';
 import net from 'node:net';
 import path from 'node:path';
-import { InvalidArgumentError, NotFoundError, type Sandbox } from '@warren/sdk';
-import { REPO, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
+import { ApiKeys, InvalidArgumentError, NotFoundError, Sandbox } from '@warren/sdk';
+import type { PortUrl } from '@warren/protocol';
+import { REPO, WEBSOCKET_UPGRADE_HEADERS, eventually, startDaemon, stopAndCheckClean, type DaemonHandle } from './harness.js';
 
 let d: DaemonHandle | undefined;
 let sbx: Sandbox;
@@ -247,4 +250,88 @@ test('port URLs: no credential warren reads reaches the app, over HTTP or an upg
     assert.match(head, /^x-app: mine\r$/m, how);
   }
   assert.match(upgraded.toLowerCase(), /^sec-websocket-protocol: chat\r$/m);
+});
+
+/** A request through a port URL (Host names the port, the socket goes to the daemon): status, body, cookies set; 101 for an upgrade. */
+function viaPortUrl(url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string; setCookie: string[] }> {
+  const u = new URL(url);
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port: Number(u.port), path: u.pathname + u.search, headers: { host: u.host, ...headers } });
+    req.on('response', (res) => {
+      let body = '';
+      res.on('data', (chunk: Buffer) => (body += chunk.toString()));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body, setCookie: res.headers['set-cookie'] ?? [] }));
+    });
+    req.on('upgrade', (_res, socket) => {
+      socket.destroy();
+      resolve({ status: 101, body: '', setCookie: [] });
+    });
+    req.on('error', reject);
+    req.end();
+  });
+}
+
+test('port URLs end with the key or token that made them (URL, its cookie and an upgrade); a token caps its URL at its own expiry; a refused URL resumes nothing', async () => {
+  const ivy = await ApiKeys.create({ name: 'ivy', scopes: ['sandboxes:create', 'sandboxes:read', 'sandboxes:exec'] }, d!.conn);
+  const own = await Sandbox.create({ url: d!.url, apiKey: ivy.key, ttlSeconds: 600 });
+  try {
+    await own.exec('python3 -m http.server 7200 --bind 127.0.0.1', { background: true });
+    const mint = async (secret: string, body: object): Promise<PortUrl> => {
+      const res = await fetch(`${d!.url}/v1/sandboxes/${own.id}/ports/7200/url`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${secret}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      });
+      const text = await res.text();
+      assert.equal(res.status, 201, text);
+      return JSON.parse(text) as PortUrl;
+    };
+    const refused = async (url: string, headers: Record<string, string>, why: RegExp, what: string) => {
+      const r = await viaPortUrl(url, headers);
+      assert.equal(r.status, 401, `${what}: ${r.body}`);
+      assert.match(r.body, why, what);
+    };
+    const byKey = await mint(ivy.key, {});
+    await eventually(async () => (await viaPortUrl(byKey.url)).status === 200, 20_000, 'the server inside answers through the key URL');
+
+    // A 60-second token asks for a week and gets its own expiry; revoked, its URL and cookie end.
+    const short = await own.createToken({ scopes: ['exec'], ttlSeconds: 60 });
+    const byToken = await mint(short.token, { expiresInSeconds: 604800 });
+    assert.ok(Date.parse(byToken.expiresAt) <= Date.parse(short.expiresAt), `URL until ${byToken.expiresAt}, its token until ${short.expiresAt}`);
+    const first = await viaPortUrl(byToken.url);
+    assert.equal(first.status, 200, first.body);
+    const cookie = first.setCookie.map((c) => /^warren_port_token=[^;]*/.exec(c)?.[0]).find((c) => c !== undefined);
+    assert.ok(cookie, 'the first visit sets the cookie');
+    const bare = `${new URL(byToken.url).origin}/`;
+    assert.equal((await viaPortUrl(bare, { cookie })).status, 200);
+    await own.revokeToken(short.id);
+    const tokenRevoked = new RegExp(`this port URL was made by token ${short.id}, which was revoked`);
+    await refused(byToken.url, {}, tokenRevoked, 'the URL of a revoked token');
+    await refused(bare, { cookie }, tokenRevoked, 'the cookie of a revoked token');
+    assert.equal((await viaPortUrl(byToken.url, WEBSOCKET_UPGRADE_HEADERS)).status, 401, 'an upgrade with it');
+    assert.equal((await viaPortUrl(byKey.url)).status, 200, 'the key URL is untouched');
+
+    // The admin hibernates the sandbox and revokes the key: the key's URL and its token's end, and
+    // neither resumes the sandbox.
+    const live = await own.createToken({ scopes: ['exec'], ttlSeconds: 600 });
+    const byLive = await mint(live.token, {});
+    assert.equal((await viaPortUrl(byLive.url)).status, 200);
+    const asAdmin = await Sandbox.connect(own.id, d!.conn);
+    await asAdmin.hibernate();
+    await ApiKeys.revoke(ivy.id, d!.conn);
+    const keyRevoked = new RegExp(`this port URL was made by API key ${ivy.id}, which was revoked`);
+    for (const [what, url] of [
+      ['the key URL', byKey.url],
+      ["the key's token URL", byLive.url],
+    ] as const) {
+      await refused(url, {}, keyRevoked, what);
+      assert.equal((await viaPortUrl(url, WEBSOCKET_UPGRADE_HEADERS)).status, 401, `${what}, upgraded`);
+    }
+    assert.equal((await asAdmin.refresh()).state, 'hibernated', 'a refused URL resumed the sandbox');
+    // The admin's own URL still opens it: only the revoked maker's URLs ended.
+    assert.equal((await viaPortUrl(await asAdmin.getUrl(7200))).status, 200);
+  } finally {
+    // With the admin key: the test revokes ivy's.
+    await (await Sandbox.connect(own.id, d!.conn)).kill();
+  }
 });

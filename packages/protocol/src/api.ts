@@ -584,6 +584,7 @@ export const PortUrlRequest = z
 export interface PortUrl {
   /** `http://<port>-<sandbox>.localhost:<daemon port>/?warren_token=…`: HTTP and WebSocket. */
   url: string;
+  /** The asked-for expiry, capped at the expiry of the token (and key) that made the URL. */
   expiresAt: string;
 }
 

@@ -31,6 +31,8 @@ export interface Principal {
   /** A per-sandbox token: it acts as its maker (keyId) on this one sandbox only. */
   sandboxId?: string;
   tokenId?: string;
+  /** When the credential stops working, if it expires (a token's own expiry; its key's is checked on each call). */
+  expiresAt?: number;
 }
 
 export class KeyService {
@@ -111,9 +113,15 @@ export class KeyService {
 
   /** 401 unless key `id` works (not revoked, not expired); `what` names who relies on it. */
   requireUsable(id: string, what: string): void {
+    this.principalOf(id, what);
+  }
+
+  /** The principal of key `id` if it works now, else 401 as requireUsable's (a port URL checks its maker's reach with it). */
+  principalOf(id: string, what: string): Principal {
     const r = this.store.get(id);
     if (!r) throw new WarrenError('unauthenticated', `${what} was made by a key that no longer exists`);
     this.check(r, `${what} was made by API key ${id}, which`);
+    return principal(r);
   }
 
   /** The principal of a secret, or 401 saying why not (never which secrets exist). */
@@ -121,8 +129,7 @@ export class KeyService {
     const r = this.store.byHash(sha256(secret));
     if (!r) throw new WarrenError('unauthenticated', 'invalid API key');
     this.check(r, `API key ${r.id}`);
-    const admin = r.scopes.includes('admin');
-    return { keyId: r.id, scopes: new Set(r.scopes), admin, ...(r.quotas ? { quotas: r.quotas } : {}), ...(r.egress ? { egress: r.egress } : {}) };
+    return principal(r);
   }
 
   private check(r: KeyRecord, who: string): void {
@@ -152,6 +159,17 @@ export class KeyService {
       state,
     };
   }
+}
+
+function principal(r: KeyRecord): Principal {
+  return {
+    keyId: r.id,
+    scopes: new Set(r.scopes),
+    admin: r.scopes.includes('admin'),
+    ...(r.quotas ? { quotas: r.quotas } : {}),
+    ...(r.egress ? { egress: r.egress } : {}),
+    ...(r.expiresAt !== undefined ? { expiresAt: r.expiresAt } : {}),
+  };
 }
 
 function newSecret(): string {

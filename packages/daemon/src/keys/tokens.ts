@@ -36,6 +36,8 @@ export class SandboxTokens {
   private readonly log: Logger;
   /** Run on every call a token makes: prepared once. */
   private selectByHash?: Database.Statement;
+  /** Run on every request through a port URL a token made: prepared once. */
+  private selectById?: Database.Statement;
 
   constructor(
     private readonly db: Database.Database,
@@ -117,7 +119,19 @@ CREATE INDEX IF NOT EXISTS sandbox_tokens_sandbox ON sandbox_tokens (sandbox_id)
     if (r.revoked_at !== null) throw new WarrenError('unauthenticated', `token ${r.id} was revoked at ${new Date(r.revoked_at).toISOString()}`);
     if (r.expires_at <= this.now()) throw new WarrenError('unauthenticated', `token ${r.id} expired at ${new Date(r.expires_at).toISOString()}`);
     const scopes = (JSON.parse(r.scopes) as SandboxTokenScope[]).map((s) => SANDBOX_TOKEN_SCOPE_OF[s]);
-    return { keyId: r.api_key_id, scopes: new Set(scopes), admin: false, sandboxId: r.sandbox_id, tokenId: r.id };
+    return { keyId: r.api_key_id, scopes: new Set(scopes), admin: false, sandboxId: r.sandbox_id, tokenId: r.id, expiresAt: r.expires_at };
+  }
+
+  /** 401 unless token `id`, for `sandboxId`, works now; `what` names who relies on it (a port URL it made). */
+  requireLive(id: string, sandboxId: string, what: string): void {
+    this.selectById ??= this.db.prepare('SELECT * FROM sandbox_tokens WHERE id = ?');
+    const r = this.selectById.get(id) as Row | undefined;
+    // Gone with its sandbox, or never for this one: either way it opens nothing here.
+    if (!r || r.sandbox_id !== sandboxId) throw new WarrenError('unauthenticated', `${what} was made by token ${id}, which no longer exists`);
+    if (r.revoked_at !== null)
+      throw new WarrenError('unauthenticated', `${what} was made by token ${id}, which was revoked at ${new Date(r.revoked_at).toISOString()}`);
+    if (r.expires_at <= this.now())
+      throw new WarrenError('unauthenticated', `${what} was made by token ${id}, which expired at ${new Date(r.expires_at).toISOString()}`);
   }
 
   private view(r: Row): SandboxTokenInfo {

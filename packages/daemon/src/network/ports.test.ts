@@ -3,8 +3,12 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import net, { type AddressInfo } from 'node:net';
 import type { Duplex } from 'node:stream';
-import { CREDENTIAL_HEADERS } from '@warren/protocol';
-import { PortHosts, forwardHttp, forwardUpgrade } from './ports.js';
+import { createHmac } from 'node:crypto';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { CREDENTIAL_HEADERS, WarrenError } from '@warren/protocol';
+import { PortHosts, PortTokens, forwardHttp, forwardUpgrade } from './ports.js';
 
 test('port URLs: localhost by default; under a configured domain with its scheme; other hosts are not port URLs', () => {
   const local = new PortHosts();
@@ -24,6 +28,34 @@ test('port URLs: localhost by default; under a configured domain with its scheme
     undefined,
   ]) {
     assert.equal(remote.parse(host), undefined, String(host));
+  }
+});
+
+test('port tokens name their maker; tokens of the old shape (no maker) are refused, saying to make a new one', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'warren-port-tokens-'));
+  try {
+    const secretFile = path.join(dir, 'port.secret');
+    const tokens = new PortTokens(secretFile);
+    const hour = Date.now() + 3600_000;
+    assert.deepEqual(tokens.check(tokens.sign('sb-a', 3000, hour, { keyId: 'key-1' }), 'sb-a', 3000), { keyId: 'key-1' });
+    const byToken = tokens.sign('sb-a', 3000, hour, { keyId: 'key-1', tokenId: 'tok-1' });
+    assert.deepEqual(tokens.check(byToken, 'sb-a', 3000), { keyId: 'key-1', tokenId: 'tok-1' });
+    // The secret stays in the daemon's home: a restarted daemon reads the same one.
+    assert.deepEqual(new PortTokens(secretFile).check(byToken, 'sb-a', 3000), { keyId: 'key-1', tokenId: 'tok-1' });
+    const refused = (token: string, port: number, why: RegExp) =>
+      assert.throws(
+        () => tokens.check(token, 'sb-a', port),
+        (e: Error) => e instanceof WarrenError && e.code === 'unauthenticated' && why.test(e.message),
+      );
+    refused(byToken, 3001, /another sandbox or port/);
+    refused(tokens.sign('sb-a', 3000, Date.now() - 2000, { keyId: 'key-1' }), 3000, /expired/);
+    refused(`${byToken.split('.')[0]}.AAAA`, 3000, /invalid token/);
+    // Signed under the same secret as before this change, with the claims it had then.
+    const secret = Buffer.from(readFileSync(secretFile, 'utf8').trim(), 'base64url');
+    const payload = Buffer.from(JSON.stringify({ s: 'sb-a', p: 3000, e: Math.floor(hour / 1000) })).toString('base64url');
+    refused(`${payload}.${createHmac('sha256', secret).update(payload).digest('base64url')}`, 3000, /older warren .* make a new one \(warren url sb-a 3000\)/);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 });
 

@@ -10,8 +10,8 @@
  * Access needs the API key (`Authorization: Bearer`) or a signed token for that sandbox and
  * port, made by POST /v1/sandboxes/:id/ports/:port/url and carried in the URL
  * (`?warren_token=`); a browser that opened such a URL keeps the token in a cookie for that
- * origin. Tokens are HMACs under a secret kept in the daemon's home: they expire, and they
- * stay valid across daemon restarts.
+ * origin. Tokens are HMACs under a secret kept in the daemon's home: they expire, they name
+ * the key (and sandbox token) that made them, and they stay valid across daemon restarts.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -49,7 +49,16 @@ export class PortHosts {
   }
 }
 
-/** Signed, expiring tokens for one sandbox and port. */
+/** Who made a port URL: the key, and the sandbox token when a token made it. */
+export interface PortUrlMaker {
+  keyId: string;
+  tokenId?: string;
+}
+
+/**
+ * Signed, expiring tokens for one sandbox and port, naming who made them: a URL is worth no
+ * more than the credential that made it, so the caller checks that one on every use.
+ */
 export class PortTokens {
   private secret: Buffer;
 
@@ -62,27 +71,33 @@ export class PortTokens {
     }
   }
 
-  sign(sandboxId: string, port: number, expiresAt: number): string {
-    const payload = Buffer.from(JSON.stringify({ s: sandboxId, p: port, e: Math.floor(expiresAt / 1000) })).toString('base64url');
+  sign(sandboxId: string, port: number, expiresAt: number, maker: PortUrlMaker): string {
+    const claims = { s: sandboxId, p: port, e: Math.floor(expiresAt / 1000), k: maker.keyId, ...(maker.tokenId ? { t: maker.tokenId } : {}) };
+    const payload = Buffer.from(JSON.stringify(claims)).toString('base64url');
     return `${payload}.${this.mac(payload)}`;
   }
 
-  /** Why the token does not open this sandbox's port, or undefined when it does. */
-  check(token: string, sandboxId: string, port: number): string | undefined {
+  /** Who made the token, if it opens this sandbox's port; else 401 saying why not. */
+  check(token: string, sandboxId: string, port: number): PortUrlMaker {
+    const refuse = (why: string) => new WarrenError('unauthenticated', `port URL refused: ${why}`);
     const [payload, mac] = token.split('.');
-    if (!payload || !mac) return 'malformed token';
+    if (!payload || !mac) throw refuse('malformed token');
     const expected = Buffer.from(this.mac(payload));
     const given = Buffer.from(mac);
-    if (expected.length !== given.length || !timingSafeEqual(expected, given)) return 'invalid token';
-    let claims: { s?: string; p?: number; e?: number };
+    if (expected.length !== given.length || !timingSafeEqual(expected, given)) throw refuse('invalid token');
+    let claims: { s?: string; p?: number; e?: number; k?: unknown; t?: unknown };
     try {
       claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as typeof claims;
     } catch {
-      return 'malformed token'; // the signature matched, so this cannot happen unless the secret leaked
+      throw refuse('malformed token'); // the signature matched, so this cannot happen unless the secret leaked
     }
-    if (claims.s !== sandboxId || claims.p !== port) return 'the token is for another sandbox or port';
-    if (!claims.e || claims.e * 1000 < Date.now()) return 'the token has expired';
-    return undefined;
+    if (claims.s !== sandboxId || claims.p !== port) throw refuse('the token is for another sandbox or port');
+    if (!claims.e || claims.e * 1000 < Date.now()) throw refuse('the token has expired');
+    // Made before URLs named their maker: nothing ties it to a key that can still be checked
+    // (it may have been a token since revoked), so it is refused, never guessed.
+    if (typeof claims.k !== 'string')
+      throw refuse(`it was made by an older warren and names no credential that made it; make a new one (warren url ${sandboxId} ${port})`);
+    return { keyId: claims.k, ...(typeof claims.t === 'string' ? { tokenId: claims.t } : {}) };
   }
 
   private mac(payload: string): string {

@@ -18,7 +18,7 @@ import {
 } from '@warren/protocol';
 import type { TcpForwards } from '../../network/tcp-forwards.js';
 import type { SandboxService } from '../../core/sandboxes.js';
-import { forwardHttp, forwardUpgrade, pathWithoutToken, type PortHosts, type PortTokens } from '../../network/ports.js';
+import { forwardHttp, forwardUpgrade, pathWithoutToken, type PortHosts, type PortTokens, type PortUrlMaker } from '../../network/ports.js';
 import { authorizeSandboxCall, bearerKey, requestAddress, sourceAddress, type Access, type AuthVars } from '../auth.js';
 import { jsonBody, parse } from '../errors.js';
 
@@ -67,9 +67,27 @@ function authorize(
     ?.slice(PORT_TOKEN_COOKIE.length + 1);
   const token = fromUrl ?? fromCookie;
   if (!token) throw new WarrenError('unauthenticated', `this URL needs a token: get one with \`warren url ${sandboxId} ${port}\` or send the API key`);
-  const why = deps.tokens.check(token, sandboxId, port);
-  if (why) throw new WarrenError('unauthenticated', `port URL refused: ${why}`);
+  requireMakerStillAble(deps.access, deps.tokens.check(token, sandboxId, port), sandboxId);
   return fromUrl;
+}
+
+/**
+ * 401 unless whoever made a port URL could still open it now: its key usable (not revoked,
+ * not expired), holding the scope and reaching the sandbox; the token that made it, if one
+ * did, live. Run on every request through the URL (and its cookie), so revoking either ends
+ * the URL at once; both are lookups by id.
+ */
+function requireMakerStillAble(access: Access, maker: PortUrlMaker, sandboxId: string): void {
+  const what = 'this port URL';
+  if (maker.tokenId) access.tokens.requireLive(maker.tokenId, sandboxId, what);
+  const key = access.keys.principalOf(maker.keyId, what);
+  if (key.admin) return;
+  if (!key.scopes.has('sandboxes:exec'))
+    throw new WarrenError('unauthenticated', `${what} was made by API key ${key.keyId}, which no longer has the scope sandboxes:exec`);
+  // An unknown sandbox passes here and is a 404 when the call reaches it, as with a key.
+  const owner = access.owners.sandbox(sandboxId);
+  if (owner !== undefined && owner !== key.keyId)
+    throw new WarrenError('unauthenticated', `${what} was made by API key ${key.keyId}, which no longer reaches sandbox ${sandboxId}`);
 }
 
 /** Serves requests whose Host is `<port>-<sandbox>.localhost`; everything else goes on. */
@@ -145,9 +163,13 @@ export function portRoutes(deps: PortDeps): Hono<AuthVars> {
     const port = portParam(c.req.param('port'));
     const { expiresInSeconds } = parse(PortUrlRequest, await jsonBody(c));
     deps.sandboxes.get(id); // 404 for unknown sandboxes
-    const expiresAt = Date.now() + expiresInSeconds * 1000;
+    const p = c.get('principal');
+    // Never past the credential that makes it: a token's expiry, and its key's.
+    const key = p.tokenId ? deps.access.keys.principalOf(p.keyId, `token ${p.tokenId}`) : p;
+    const expiresAt = Math.min(Date.now() + expiresInSeconds * 1000, p.expiresAt ?? Infinity, key.expiresAt ?? Infinity);
+    const maker: PortUrlMaker = { keyId: p.keyId, ...(p.tokenId ? { tokenId: p.tokenId } : {}) };
     const result: PortUrl = {
-      url: deps.hosts.url(id, port, deps.daemonPort(), deps.tokens.sign(id, port, expiresAt)),
+      url: deps.hosts.url(id, port, deps.daemonPort(), deps.tokens.sign(id, port, expiresAt, maker)),
       expiresAt: new Date(expiresAt).toISOString(),
     };
     return c.json(result, 201);
