@@ -74,6 +74,24 @@ export function memberComponents(name: string, directory = false): string[] {
 }
 
 /**
+ * `d/..` in a target climbs back over a name whose meaning a later transfer can change: `d`
+ * unknown (a directory, as far as this tree can tell) makes `e -> d/d/../..` stay inside, and a
+ * later download merged beside it that brings `d -> .` makes `e` lead two levels up. A target
+ * that climbs only at its start climbs over its own link's parents, which are directories for
+ * good (a merge never puts a symlink where a directory is); normalized targets (`ln -sr`,
+ * packagers) never do otherwise.
+ */
+function climbsAfterName(target: string): boolean {
+  let named = false;
+  for (const c of target.split('/')) {
+    if (c === '..') {
+      if (named) return true;
+    } else if (c !== '' && c !== '.') named = true;
+  }
+  return false;
+}
+
+/**
  * Where a symlink's target leads, resolved through `links` (normalized path -> target: the
  * archive's symlinks, or a merged view of a download over its destination, sdk merge-check.ts;
  * one lookup per component): undefined when it stays inside the root, else why not. Dangling
@@ -82,6 +100,7 @@ export function memberComponents(name: string, directory = false): string[] {
 export function symlinkEscape(linkPath: string, target: string, links: { get(path: string): string | undefined }): string | undefined {
   if (target === '') return 'empty symlink target';
   if (target.startsWith('/')) return `points to the absolute path ${JSON.stringify(target)}`;
+  if (climbsAfterName(target)) return `its target ${JSON.stringify(target)} has '..' after a name ('..' may only begin a target)`;
   const stack = linkPath.split('/').slice(0, -1);
   const queue = target.split('/');
   let hops = 0;

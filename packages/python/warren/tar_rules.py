@@ -78,6 +78,19 @@ class LinkLookup(Protocol):
     def get(self, path: str, /) -> Optional[str]: ...
 
 
+def _climbs_after_name(target: str) -> bool:
+    """As climbsAfterName in tar-members.ts: `d/..` climbs back over a name a later merged
+    download can turn into a symlink (`e -> d/d/../..`, then `d -> .`)."""
+    named = False
+    for c in target.split("/"):
+        if c == "..":
+            if named:
+                return True
+        elif c not in ("", "."):
+            named = True
+    return False
+
+
 def symlink_escape(link_path: str, target: str, links: LinkLookup) -> str | None:
     """Where a symlink's target leads, resolved through `links` (one lookup per component):
     None when it stays inside the root, else why not. Dangling targets inside are fine."""
@@ -85,6 +98,8 @@ def symlink_escape(link_path: str, target: str, links: LinkLookup) -> str | None
         return "empty symlink target"
     if target.startswith("/"):
         return f"points to the absolute path {quote(target)}"
+    if _climbs_after_name(target):
+        return f"its target {quote(target)} has '..' after a name ('..' may only begin a target)"
     stack = link_path.split("/")[:-1]
     queue = target.split("/")
     hops = 0

@@ -42,7 +42,7 @@ test('a symlink leading out through another symlink of the tree is refused', () 
       symlinkSync('..', path.join(root, 'x/up'));
       symlinkSync('x/up/..', path.join(root, 's1'));
     },
-    (root) => assert.throws(() => checkExtractedTree(root), /"s1": symlink: its target "x\/up\/\.\." leads outside/),
+    (root) => assert.throws(() => checkExtractedTree(root), /"s1": symlink: its target "x\/up\/\.\." has '\.\.' after a name/),
   );
 });
 
