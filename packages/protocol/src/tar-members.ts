@@ -22,6 +22,17 @@ import { WarrenError } from './errors.js';
 
 /** Symlink hops while resolving a target, as the kernel's limit (ELOOP). */
 const MAX_HOPS = 40;
+/** Bytes in a member name or link name: Linux's PATH_MAX; a longer one cannot be created or used anyway. */
+export const MAX_NAME_BYTES = 4096;
+/**
+ * Components in a member name. Real trees stay far below: 20 in a Debian /usr, 10 in this
+ * repository's node_modules, a few dozen in the deepest Java package or npm-2-era nested
+ * node_modules tree. An extractor does work per member in proportion to depth times length
+ * (node-tar builds and checks every ancestor path of each entry), so a hostile archive of one
+ * deep name repeated costs about 9 s of CPU per MB at 256 components against 2 s at 64 (and
+ * 0.3 s for shallow names); 128 leaves room for any real tree and halves the worst case.
+ */
+export const MAX_NAME_COMPONENTS = 128;
 
 export type TarMemberType = 'file' | 'directory' | 'symlink' | 'hardlink';
 
@@ -53,12 +64,19 @@ export function refuseMember(name: string, why: string): WarrenError {
   return new WarrenError('invalid_argument', `refused tar member ${JSON.stringify(name)}: ${why}`, { details: { member: name } });
 }
 
+/** The start of a name too long to quote whole in a message. */
+function shortened(name: string): string {
+  return `${name.slice(0, 200)}...`;
+}
+
 /**
  * Components of a member name ([] for the root, `.` or `./`). Refuses empty, absolute and NUL
  * names, `..`, `.` and empty components, and a trailing `/` unless `directory`.
  */
 export function memberComponents(name: string, directory = false): string[] {
   if (name === '') throw refuseMember(name, 'a member without a name');
+  const bytes = Buffer.byteLength(name);
+  if (bytes > MAX_NAME_BYTES) throw refuseMember(shortened(name), `a name of ${bytes} bytes, over the limit of ${MAX_NAME_BYTES} (PATH_MAX)`);
   if (name.includes('\0')) throw refuseMember(name, 'a name with a NUL byte');
   if (name.startsWith('/')) throw refuseMember(name, 'absolute names are not allowed');
   if (name === '.' || name === './') return [];
@@ -68,6 +86,8 @@ export function memberComponents(name: string, directory = false): string[] {
     rest = rest.slice(0, -1);
   }
   const parts = rest.split('/');
+  if (parts.length > MAX_NAME_COMPONENTS)
+    throw refuseMember(name, `a name of ${parts.length} components, over the limit of ${MAX_NAME_COMPONENTS} (no real tree is that deep)`);
   if (parts.includes('..')) throw refuseMember(name, "'..' components are not allowed");
   if (parts.some((p) => p === '' || p === '.')) throw refuseMember(name, "empty or '.' components are not allowed");
   return parts;
@@ -123,10 +143,20 @@ export function symlinkEscape(linkPath: string, target: string, links: { get(pat
   return undefined;
 }
 
+/**
+ * A name of the archive: what its member is (undefined for a parent no member named, a
+ * directory as far as the rules go) and the names under it. One node per component, so the
+ * rules cost time in proportion to the bytes of the names, however deep they are.
+ */
+interface NameNode {
+  kind?: TarMemberType;
+  children?: Map<string, NameNode>;
+}
+
 /** The member rules, fed one member at a time in archive order; throws on the first refused one. */
 export class TarMembers {
-  /** What each name (normalized) of the archive is. */
-  private kinds = new Map<string, TarMemberType>();
+  /** The archive's names (normalized), from the destination down. */
+  private root: NameNode = {};
   private links = new Map<string, string>();
   private summary: TarSummary = { files: 0, directories: 0, symlinks: 0, hardlinks: 0, bytes: 0, hasRoot: false };
 
@@ -134,26 +164,32 @@ export class TarMembers {
     const { name, type } = m;
     const parts = memberComponents(name, type === 'directory');
     const path = parts.join('/');
-    for (let i = 1; i < parts.length; i++) {
-      const dir = parts.slice(0, i).join('/');
-      const kind = this.kinds.get(dir);
-      if (kind === 'symlink') throw refuseMember(name, `it would be written through the symlink ${JSON.stringify(dir)}`);
-      if (kind !== undefined && kind !== 'directory') throw refuseMember(name, `it would be written under the ${MEMBER_WORDS[kind]} ${JSON.stringify(dir)}`);
+    // Down the parents that exist: below the first one missing, nothing of the archive is.
+    let node: NameNode | undefined = this.root;
+    for (let i = 0; i < parts.length - 1 && node; i++) {
+      node = node.children?.get(parts[i] as string);
+      const kind = node?.kind;
+      if (kind === 'symlink') throw refuseMember(name, `it would be written through the symlink ${JSON.stringify(parts.slice(0, i + 1).join('/'))}`);
+      if (kind !== undefined && kind !== 'directory')
+        throw refuseMember(name, `it would be written under the ${MEMBER_WORDS[kind]} ${JSON.stringify(parts.slice(0, i + 1).join('/'))}`);
     }
-    const before = this.kinds.get(path);
+    const before = parts.length === 0 ? this.root.kind : node?.children?.get(parts[parts.length - 1] as string)?.kind;
     if (before === 'symlink') throw refuseMember(name, `it would replace the symlink ${JSON.stringify(path)} of the same archive`);
     if (before !== undefined && !(before === 'directory' && type === 'directory'))
       throw refuseMember(name, `it would replace the ${MEMBER_WORDS[before]} of the same name earlier in the archive`);
     if (path === '' && type !== 'directory') throw refuseMember(name, 'only a directory can stand for the destination itself');
     if (type !== 'file' && m.size !== 0) throw refuseMember(name, `a ${MEMBER_WORDS[type]} with ${m.size} bytes of data`);
     if ((type === 'file' || type === 'directory') && m.linkname !== '') throw refuseMember(name, `a link name on a ${type}`);
+    const linkBytes = Buffer.byteLength(m.linkname);
+    // symlinkEscape walks a target component by component: a megabyte of `a/a/...` would cost minutes.
+    if (linkBytes > MAX_NAME_BYTES) throw refuseMember(name, `a link name of ${linkBytes} bytes, over the limit of ${MAX_NAME_BYTES} (PATH_MAX)`);
     if (type === 'symlink') {
       const why = symlinkEscape(path, m.linkname, this.links);
       if (why) throw refuseMember(name, `symlink: ${why}`);
       this.links.set(path, m.linkname);
     }
     if (type === 'hardlink') this.checkHardLink(name, m.linkname);
-    this.kinds.set(path, type);
+    this.place(parts).kind = type;
     this.count(m, path === '');
   }
 
@@ -168,15 +204,34 @@ export class TarMembers {
 
   /** A hard link to a symlink would copy its relative target to another place; to a directory, fail. */
   private checkHardLink(name: string, linkname: string): void {
-    let target: string;
+    let target: string[];
     try {
-      target = memberComponents(linkname).join('/');
+      target = memberComponents(linkname);
     } catch {
       throw refuseMember(name, `hard link to ${JSON.stringify(linkname)}, outside the destination or not a plain name`);
     }
-    const kind = this.kinds.get(target);
+    const kind = this.find(target)?.kind;
     if (kind !== 'file' && kind !== 'hardlink')
       throw refuseMember(name, `hard link to ${JSON.stringify(linkname)}, which is not a regular file earlier in the archive`);
+  }
+
+  /** The node of a name, or undefined when the archive has nothing there. */
+  private find(parts: string[]): NameNode | undefined {
+    let node: NameNode | undefined = this.root;
+    for (const part of parts) node = node?.children?.get(part);
+    return node;
+  }
+
+  /** The node of a name, made with its parents where missing. */
+  private place(parts: string[]): NameNode {
+    let node = this.root;
+    for (const part of parts) {
+      node.children ??= new Map();
+      let child = node.children.get(part);
+      if (!child) node.children.set(part, (child = {}));
+      node = child;
+    }
+    return node;
   }
 
   private count(m: TarMember, root: boolean): void {

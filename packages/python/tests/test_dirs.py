@@ -259,6 +259,9 @@ REFUSED = {
     "9 an empty component": (member("a//b", data=b"a") + END, "empty or '.' components"),
     "9 a '.' component": (member("a/./b", data=b"a") + END, "empty or '.' components"),
     "9 a name that is not UTF-8": (member(b"\xff.txt", data=b"a") + END, "not UTF-8"),
+    "9 a name one component over the depth limit": (pax({"path": "/".join(["d"] * 129)}) + member("x", data=b"a") + END, "129 components, over the limit of 128"),
+    "9 a name over 4096 bytes": (pax({"path": ("n" * 200 + "/") * 20 + "n" * 77}) + member("x", data=b"a") + END, "4097 bytes, over the limit of 4096"),
+    "9 a symlink target over 4096 bytes": (pax({"linkpath": "l" * 4097}) + header("s", "2", linkname="x") + END, "a link name of 4097 bytes"),
     "9 a file named twice": (A + A + END, "replace the file of the same name"),
     "9 a member under a file": (A + member("a.txt/b", data=b"b") + END, "under the file"),
     "9 a hard link to a name with a trailing '/'": (A + header("h", "1", linkname="a.txt/") + END, "not a plain name"),
@@ -325,6 +328,7 @@ class StrictTar(unittest.TestCase):
         long = "n" * 150 + ".txt"
         valid = {
             "a positive base-256 size": (member("big.txt", data=b"hello", fields={124: b"\x80" + (5).to_bytes(11, "big")}) + END, {"big.txt": "file:hello"}),
+            "a file at the depth limit": (pax({"path": "/".join(["d"] * 128)}) + member("x", data=b"deep") + END, {"/".join(["d"] * i): "dir" for i in range(1, 128)} | {"/".join(["d"] * 128): "file:deep"}),
             "a POSIX prefix": (member("f.txt", data=b"p", prefix="deep/er") + END, {"deep": "dir", "deep/er": "dir", "deep/er/f.txt": "file:p"}),
             "GNU long names and link names": (
                 long_name(long) + member("ignored", data=b"l", magic=GNU) + long_name(long, "K") + long_name("l" * 120) + header("ignored", "2", magic=GNU) + END,

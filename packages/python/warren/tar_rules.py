@@ -25,6 +25,11 @@ from .errors import InvalidArgumentError, WarrenError
 
 # Symlink hops while resolving a target, as the kernel's limit (ELOOP).
 MAX_HOPS = 40
+# Bytes in a member name or link name, and components in a member name: as MAX_NAME_BYTES and
+# MAX_NAME_COMPONENTS in tar-members.ts, which say why (PATH_MAX; no real tree is 128 deep, and
+# extractors work per member in proportion to depth times length).
+MAX_NAME_BYTES = 4096
+MAX_NAME_COMPONENTS = 128
 REGULAR, DIRECTORY, SYMLINK, HARDLINK = frozenset("0\x00"), "5", "2", "1"
 REGULAR_KIND = "0"
 _KINDS = REGULAR | {DIRECTORY, SYMLINK, HARDLINK}
@@ -46,12 +51,21 @@ def refuse_archive(why: str) -> WarrenError:
     return InvalidArgumentError("invalid_argument", f"refused tar archive: {why}")
 
 
+def _bytes(name: str) -> int:
+    """Bytes of a name as UTF-8, as Buffer.byteLength counts them (a lone surrogate, from an
+    undecodable byte, counts as the 3 bytes JS would write for it)."""
+    return len(name.encode("utf-8", "surrogatepass"))
+
+
 def member_components(name: str, directory: bool = False) -> List[str]:
     """Components of a member name ([] for the root, `.` or `./`). Refuses empty, absolute and
     NUL names, `..`, `.` and empty components (but a leading `./`), and a trailing `/` unless
     `directory`: names any two extractors read as the same path."""
     if name == "":
         raise refuse(name, "a member without a name")
+    size = _bytes(name)
+    if size > MAX_NAME_BYTES:
+        raise refuse(f"{name[:200]}...", f"a name of {size} bytes, over the limit of {MAX_NAME_BYTES} (PATH_MAX)")
     if "\x00" in name:
         raise refuse(name, "a name with a NUL byte")
     if name.startswith("/"):
@@ -64,6 +78,8 @@ def member_components(name: str, directory: bool = False) -> List[str]:
             raise refuse(name, "a name ending in '/' on a member that is not a directory")
         rest = rest[:-1]
     parts = rest.split("/")
+    if len(parts) > MAX_NAME_COMPONENTS:
+        raise refuse(name, f"a name of {len(parts)} components, over the limit of {MAX_NAME_COMPONENTS} (no real tree is that deep)")
     if ".." in parts:
         raise refuse(name, "'..' components are not allowed")
     if "" in parts or "." in parts:
@@ -126,13 +142,42 @@ def symlink_escape(link_path: str, target: str, links: LinkLookup) -> str | None
     return None
 
 
+class _Name:
+    """A name of the archive, as NameNode in tar-members.ts: the kind of its member (None for a
+    parent no member named) and the names under it; one node per component keeps the rules
+    linear in the bytes of the names, however deep."""
+
+    __slots__ = ("kind", "children")
+
+    def __init__(self) -> None:
+        self.kind: Optional[str] = None
+        self.children: Dict[str, _Name] = {}
+
+
 class MemberRules:
     """The rules on a sequence of members, in archive order; `end` re-checks every symlink
     against all of them (a later one can change what an earlier target means)."""
 
     def __init__(self) -> None:
-        self.kinds: Dict[str, str] = {}  # normalized path -> kind of the member that made it
+        self.root = _Name()  # the archive's names (normalized), from the destination down
         self.links: Dict[str, str] = {}
+
+    def _find(self, parts: List[str]) -> Optional[_Name]:
+        node: Optional[_Name] = self.root
+        for part in parts:
+            if node is None:
+                break
+            node = node.children.get(part)
+        return node
+
+    def _place(self, parts: List[str]) -> _Name:
+        node = self.root
+        for part in parts:
+            child = node.children.get(part)
+            if child is None:
+                child = node.children[part] = _Name()
+            node = child
+        return node
 
     def check(self, kind: str, name: str, linkname: str, size: int) -> str:
         """Refuses the member or returns its normalized path ('' for the root)."""
@@ -141,13 +186,22 @@ class MemberRules:
         kind = REGULAR_KIND if kind in REGULAR else kind
         parts = member_components(name, kind == DIRECTORY)
         path = "/".join(parts)
-        for i in range(1, len(parts)):
-            above = self.kinds.get("/".join(parts[:i]))
-            if above == SYMLINK:
-                raise refuse(name, f"it would be written through the symlink {quote('/'.join(parts[:i]))}")
-            if above is not None and above != DIRECTORY:
-                raise refuse(name, f"it would be written under the {_NAMES[above]} {quote('/'.join(parts[:i]))}")
-        before = self.kinds.get(path)
+        # Down the parents that exist: below the first one missing, nothing of the archive is.
+        node: Optional[_Name] = self.root
+        for i in range(len(parts) - 1):
+            above: Optional[_Name] = node.children.get(parts[i]) if node is not None else None
+            node = above
+            if node is None:
+                break
+            if node.kind == SYMLINK:
+                raise refuse(name, f"it would be written through the symlink {quote('/'.join(parts[: i + 1]))}")
+            if node.kind is not None and node.kind != DIRECTORY:
+                raise refuse(name, f"it would be written under the {_NAMES[node.kind]} {quote('/'.join(parts[: i + 1]))}")
+        if not parts:
+            before = self.root.kind
+        else:
+            last = node.children.get(parts[-1]) if node is not None else None
+            before = last.kind if last is not None else None
         if before == SYMLINK:
             raise refuse(name, f"it would replace the symlink {quote(path)} of the same archive")
         if before is not None and not (before == DIRECTORY and kind == DIRECTORY):
@@ -158,6 +212,10 @@ class MemberRules:
             raise refuse(name, f"a {_NAMES[kind]} with {size} bytes of data")
         if kind in (REGULAR_KIND, DIRECTORY) and linkname != "":
             raise refuse(name, f"a link name on a {_NAMES[kind]}")
+        link_bytes = _bytes(linkname)
+        # symlink_escape walks a target component by component: a megabyte of `a/a/...` would cost minutes.
+        if link_bytes > MAX_NAME_BYTES:
+            raise refuse(name, f"a link name of {link_bytes} bytes, over the limit of {MAX_NAME_BYTES} (PATH_MAX)")
         if kind == SYMLINK:
             why = symlink_escape(path, linkname, self.links)
             if why:
@@ -166,12 +224,12 @@ class MemberRules:
         elif kind == HARDLINK:
             # A hard link to a symlink would copy its relative target to another place.
             try:
-                target = "/".join(member_components(linkname))
+                target = self._find(member_components(linkname))
             except WarrenError:
                 raise refuse(name, f"hard link to {quote(linkname)}, outside the destination or not a plain name") from None
-            if self.kinds.get(target) not in (REGULAR_KIND, HARDLINK):
+            if target is None or target.kind not in (REGULAR_KIND, HARDLINK):
                 raise refuse(name, f"hard link to {quote(linkname)}, which is not a regular file earlier in the archive")
-        self.kinds[path] = kind
+        self._place(parts).kind = kind
         return path
 
     def end(self) -> None:

@@ -23,8 +23,11 @@ const H = (name: string, target: string) => member({ name, type: '1', linkname: 
 const F = (name: string, data = 'data', f: HeaderFields = {}) => member({ name, ...f }, data);
 const tar = (...parts: Buffer[]) => Buffer.concat([...parts, END]);
 
-/** Writes the two trees every packer packs: short names, and long, deep and non-ASCII ones. */
-function makeTrees(work: string): { plain: string; long: string } {
+/**
+ * Writes the trees every packer packs: short names; long, deep and non-ASCII ones; and a file
+ * at the depth limit (MAX_NAME_COMPONENTS components).
+ */
+function makeTrees(work: string): { plain: string; long: string; deep: string } {
   const plain = path.join(work, 'plain');
   mkdirSync(path.join(plain, 'a/b'), { recursive: true });
   mkdirSync(path.join(plain, 'c'));
@@ -61,7 +64,11 @@ function makeTrees(work: string): { plain: string; long: string } {
   writeFileSync(path.join(long, wide, 'x'), 'wide');
   linkSync(path.join(long, 'ü'.repeat(60)), path.join(long, `hard-${'h'.repeat(110)}`));
   symlinkSync(`${deep}/${'n'.repeat(120)}`, path.join(long, 'longlink'));
-  return { plain, long };
+  const deepest = path.join(work, 'deep');
+  const parents = Array.from({ length: 127 }, () => 'd');
+  mkdirSync(path.join(deepest, ...parents), { recursive: true });
+  writeFileSync(path.join(deepest, ...parents, 'x'), 'deep');
+  return { plain, long, deep: deepest };
 }
 
 function gnuTar(format: string, dir: string): Buffer {
@@ -165,6 +172,11 @@ export function craftedCases(): Case[] {
   for (const [how, parts] of hiders(header({ name: 's1', type: '2', linkname: 'x/up/..' }))) refuse(`hidden flat s1 behind ${how}`, tar(...flat, ...parts));
   for (const [how, parts] of hiders(header({ name: 's2', type: '2', linkname: 'a/b/c/up/../..' })))
     refuse(`hidden deep s2 behind ${how}`, tar(...deep, ...parts));
+  // The name limits (MAX_NAME_COMPONENTS, MAX_NAME_BYTES): one component deeper than the packed `deep` tree, or longer, is refused.
+  const deepName = (n: number) => Array.from({ length: n }, () => 'd').join('/');
+  refuse('a file 129 components deep', tar(pax([['path', deepName(129)]]), F('ignored')));
+  refuse('a name of 4097 bytes', tar(pax([['path', `${'n'.repeat(200)}/`.repeat(20).padEnd(4097, 'n')]]), F('ignored')));
+  refuse('a symlink target of 4097 bytes', tar(pax([['linkpath', 'l'.repeat(4097)]]), S('s', 'ignored')));
   refuse('a second file of the same name', tar(F('a', '1'), F('a', '2')));
   refuse('a file where a directory was', tar(D('a/'), F('a')));
   accept('a directory repeated', tar(D('a/'), D('a/'), F('a/f')));
