@@ -15,6 +15,11 @@ test('symlinkEscape resolves targets through the archive symlinks', () => {
   assert.match(symlinkEscape('t', 's/..', new Map([['s', '.']])) ?? '', /'\.\.' after a name/);
   assert.match(symlinkEscape('t', 's/x', new Map([['s', '..']])) ?? '', /outside/);
   assert.match(symlinkEscape('loop', 'loop/x', new Map([['loop', 'loop/x']])) ?? '', /loops/);
+  // A resolution's cost is bounded: components walked, and bytes of the targets it follows.
+  assert.equal(symlinkEscape('l', 'x/'.repeat(256), none), undefined);
+  assert.match(symlinkEscape('l', 'x/'.repeat(257), none) ?? '', /more than 256 components/);
+  const chain = new Map(Array.from({ length: 3 }, (_, i): [string, string] => [`L${i}`, `L${i + 1}/${'y'.repeat(3000)}`]));
+  assert.match(symlinkEscape('s', 'L0', chain) ?? '', /more than 8192 bytes of link targets/);
 });
 
 test('memberComponents takes plain relative names only', () => {

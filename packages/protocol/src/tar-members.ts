@@ -22,6 +22,12 @@ import { WarrenError } from './errors.js';
 
 /** Symlink hops while resolving a target, as the kernel's limit (ELOOP). */
 const MAX_HOPS = 40;
+/**
+ * Components walked and bytes of targets followed in one resolution: far beyond any real chain
+ * of links (a few hops of a few components), and a bound on its cost (a lookup per step).
+ */
+const MAX_RESOLVE_STEPS = 256;
+const MAX_RESOLVE_BYTES = 8192;
 /** Bytes in a member name or link name: Linux's PATH_MAX; a longer one cannot be created or used anyway. */
 export const MAX_NAME_BYTES = 4096;
 /**
@@ -122,11 +128,17 @@ export function symlinkEscape(linkPath: string, target: string, links: { get(pat
   if (target.startsWith('/')) return `points to the absolute path ${JSON.stringify(target)}`;
   if (climbsAfterName(target)) return `its target ${JSON.stringify(target)} has '..' after a name ('..' may only begin a target)`;
   const stack = linkPath.split('/').slice(0, -1);
-  const queue = target.split('/');
+  // Components still to walk, the next one last: taking one and adding a link's are O(1).
+  const pending = target.split('/').reverse();
   let hops = 0;
-  while (queue.length) {
-    const c = queue.shift() as string;
+  let steps = 0;
+  let bytes = target.length;
+  while (pending.length) {
+    const c = pending.pop() as string;
     if (c === '' || c === '.') continue;
+    // Each step costs a lookup of the whole path so far: bounded, a hostile chain of long
+    // targets cannot make one resolution cost seconds.
+    if (++steps > MAX_RESOLVE_STEPS) return `its target ${JSON.stringify(target)} resolves through more than ${MAX_RESOLVE_STEPS} components`;
     if (c === '..') {
       if (!stack.length) return `its target ${JSON.stringify(target)} leads outside the destination`;
       stack.pop();
@@ -138,7 +150,9 @@ export function symlinkEscape(linkPath: string, target: string, links: { get(pat
     if (++hops > MAX_HOPS) return `its target ${JSON.stringify(target)} loops through symlinks`;
     stack.pop();
     if (next.startsWith('/')) return `its target ${JSON.stringify(target)} leads outside the destination`;
-    queue.unshift(...next.split('/'));
+    bytes += next.length;
+    if (bytes > MAX_RESOLVE_BYTES) return `its target ${JSON.stringify(target)} resolves through more than ${MAX_RESOLVE_BYTES} bytes of link targets`;
+    pending.push(...next.split('/').reverse());
   }
   return undefined;
 }

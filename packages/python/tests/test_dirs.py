@@ -20,7 +20,7 @@ from _tar_bytes import BLOCK, END, GNU, checksum, header, long_name, member, pad
 from warren import InvalidArgumentError, WarrenError
 from warren.dirs import extract_dir, pack_dir
 from warren.tar_check import CheckedSource, TarChecker
-from warren.tar_rules import check_tree
+from warren.tar_rules import check_tree, symlink_escape
 
 
 def crafted(*members: tuple[str, str, str]) -> io.BytesIO:
@@ -433,6 +433,13 @@ class StrictTar(unittest.TestCase):
         with self.assertRaises(WarrenError) as caught:
             unread.finish()
         self.assertIn('"a.txt": Python\'s tarfile did not read this member', str(caught.exception))
+
+    def test_a_resolution_is_bounded(self) -> None:
+        # As the TS test: components walked, and bytes of the targets followed.
+        self.assertIsNone(symlink_escape("l", "x/" * 256, {}))
+        self.assertIn("more than 256 components", symlink_escape("l", "x/" * 257, {}) or "")
+        chain = {f"L{i}": f"L{i + 1}/{'y' * 3000}" for i in range(3)}
+        self.assertIn("more than 8192 bytes of link targets", symlink_escape("s", "L0", chain) or "")
 
     def test_the_lstat_walk_of_the_extracted_tree(self) -> None:
         tree = os.path.join(self.tmp, "tree")

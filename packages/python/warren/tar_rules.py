@@ -25,6 +25,9 @@ from .errors import InvalidArgumentError, WarrenError
 
 # Symlink hops while resolving a target, as the kernel's limit (ELOOP).
 MAX_HOPS = 40
+# Components walked and bytes of targets followed in one resolution (as in tar-members.ts).
+MAX_RESOLVE_STEPS = 256
+MAX_RESOLVE_BYTES = 8192
 # Bytes in a member name or link name, and components in a member name: as MAX_NAME_BYTES and
 # MAX_NAME_COMPONENTS in tar-members.ts, which say why (PATH_MAX; no real tree is 128 deep, and
 # extractors work per member in proportion to depth times length).
@@ -117,12 +120,17 @@ def symlink_escape(link_path: str, target: str, links: LinkLookup) -> str | None
     if _climbs_after_name(target):
         return f"its target {quote(target)} has '..' after a name ('..' may only begin a target)"
     stack = link_path.split("/")[:-1]
-    queue = target.split("/")
-    hops = 0
-    while queue:
-        c = queue.pop(0)
+    # Components still to walk, the next one last (as symlinkEscape; so are the bounds).
+    pending = target.split("/")[::-1]
+    hops = steps = 0
+    size = len(target)
+    while pending:
+        c = pending.pop()
         if c in ("", "."):
             continue
+        steps += 1
+        if steps > MAX_RESOLVE_STEPS:
+            return f"its target {quote(target)} resolves through more than {MAX_RESOLVE_STEPS} components"
         if c == "..":
             if not stack:
                 return f"its target {quote(target)} leads outside the destination"
@@ -138,7 +146,10 @@ def symlink_escape(link_path: str, target: str, links: LinkLookup) -> str | None
         stack.pop()
         if following.startswith("/"):
             return f"its target {quote(target)} leads outside the destination"
-        queue[:0] = following.split("/")
+        size += len(following)
+        if size > MAX_RESOLVE_BYTES:
+            return f"its target {quote(target)} resolves through more than {MAX_RESOLVE_BYTES} bytes of link targets"
+        pending.extend(reversed(following.split("/")))
     return None
 
 
