@@ -196,7 +196,7 @@ const hostile: Array<[string, Buffer, RegExp]> = [
     /"root".*absolute path/,
   ],
   ['relative symlink escape', archive(entry('up', { type: '2', link: '../..' })), /"up".*outside/],
-  ['symlink chain escape', archive(entry('s', { type: '2', link: '.' }), entry('t', { type: '2', link: 's/..' })), /"t".*outside/],
+  ['symlink chain escape', archive(entry('s', { type: '2', link: '.' }), entry('t', { type: '2', link: 's/..' })), /"t".*'\.\.' after a name/],
   [
     'member through a symlink',
     archive(entry('dir', { type: '5', mode: 0o755 }), entry('l', { type: '2', link: 'dir' }), entry('l/x', { data: Buffer.from('x') })),

@@ -133,7 +133,7 @@ test("a second merged download whose link would lead out through the first one's
     const dest = path.join(parent, 'dest');
     await sbx.files.downloadDir('/home/user/m1', dest);
     assert.equal(readlinkSync(path.join(dest, 'd')), '.');
-    const refused = /refused tar member "e": symlink: its target "d\/d\/d\/\.\.\/\.\.\/\.\." has '\.\.' after a name/;
+    const refused = /refused tar member "(?:\.\/)?e": symlink: its target "d\/d\/d\/\.\.\/\.\.\/\.\." has '\.\.' after a name/;
     await assert.rejects(sbx.files.downloadDir('/home/user/m2', dest), refused);
     const r = runWarren(d as DaemonHandle, ['cp', '-r', `${sbx.id}:/home/user/m2/.`, dest]);
     assert.notEqual(r.code, 0, `warren cp -r succeeded: ${r.stdout}`);

@@ -401,7 +401,12 @@ function chunked(path: string, headers: Record<string, string>, size: number): P
       res.on('close', () => resolve({ status: res.statusCode ?? 0, body: text }));
     });
     // Once answered, the rest of the body no longer matters: the daemon may close on it.
-    req.on('error', (err) => (answered ? undefined : reject(err)));
+    // A write can fail (EPIPE, ECONNRESET) just before the answer is read: give it a moment.
+    req.on('error', (err: NodeJS.ErrnoException) => {
+      if (answered) return;
+      if (err.code !== 'EPIPE' && err.code !== 'ECONNRESET') return reject(err);
+      setTimeout(() => (answered ? undefined : reject(err)), 2000);
+    });
     const chunk = Buffer.alloc(1024 * 1024, 0x20);
     chunk.write('{"a":"');
     let sent = 0;
