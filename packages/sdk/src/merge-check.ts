@@ -1,7 +1,8 @@
 /**
  * The check of a download that merges into an existing destination, before anything is moved
- * into it: each archive is checked only against itself, so `d -> .` from one download and
- * `e -> d/d/../..` from the next each stay inside, and together lead out (issue 34). Every
+ * into it: each archive is checked only against itself, and what it merges into may already
+ * hold links (with `..` only at the start of targets, links that each stay inside keep each
+ * other inside; what is left is a new link leading out through one of the user's own). Every
  * symlink of the new tree is resolved again against the merged view, as placeDirectory's merge
  * would leave it: a path of the new tree is the new tree's entry, any other the destination's
  * existing one. Both trees are read with lstat and readlink only, one directory level at a time
